@@ -1,0 +1,5 @@
+import sys
+
+from arenabench.cli import main
+
+sys.exit(main())

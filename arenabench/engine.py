@@ -1,0 +1,279 @@
+"""The engine: drives every group's constructor in lockstep, one judge batch per wave.
+
+A constructor's ``play`` is a generator that yields a list of :class:`Match` /
+:class:`Score` requests and receives their results, so a topology reads like its paper's
+algorithm. The engine collects the requests of *all* groups of a step into one wave,
+expands each match into both orders × votes, drops duplicate requests, sends one batch
+per judge, retries failures (extra batches, not extra waves), and hands results back.
+Failures that survive the retry budget are counted per group and flagged, never turned
+silently into a tie; each constructor states how it treats a failed match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from arenabench.types import (
+    ConstructorResult,
+    Group,
+    JudgeFailure,
+    Match,
+    MatchResult,
+    PairJudgment,
+    PairRequest,
+    PointRequest,
+    Score,
+    ScoreResult,
+)
+
+
+@dataclass
+class StepStats:
+    """Accounting for one engine run (one training step's worth of groups)."""
+
+    groups: int = 0
+    waves: int = 0
+    judge_batches: int = 0
+    requests: int = 0  # requests constructors asked for (before dedup)
+    judge_calls: int = 0  # requests actually sent, retries included
+    dedup_hits: int = 0
+    retries: int = 0
+    failures: int = 0  # requests that still failed after the retry budget
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    results: list[ConstructorResult]
+    stats: StepStats
+
+
+@dataclass
+class _GroupState:
+    gen: object
+    pending: list = field(default_factory=list)
+    comparisons: int = 0
+    judge_calls: int = 0
+    waves: int = 0
+    failures: int = 0
+    retries: int = 0
+
+
+def _valid_pair(x) -> str | None:
+    """Reason a pairwise reply is unusable, or None."""
+    if isinstance(x, JudgeFailure):
+        return x.reason or "failure"
+    if not isinstance(x, PairJudgment):
+        return f"bad reply type {type(x).__name__}"
+    if not (math.isfinite(x.score_a) and math.isfinite(x.score_b)):
+        return "non-finite score"
+    return None
+
+
+def _valid_point(x) -> str | None:
+    if isinstance(x, JudgeFailure):
+        return x.reason or "failure"
+    try:
+        ok = math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return f"bad reply type {type(x).__name__}"
+    return None if ok else "non-finite score"
+
+
+class Engine:
+    """Runs a constructor over a step's groups against a pairwise and/or pointwise judge."""
+
+    def __init__(self, judge=None, pointwise_judge=None, *, max_retries: int = 2, seed: int = 0):
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0; got {max_retries}")
+        self.judge = judge
+        self.pointwise_judge = pointwise_judge if pointwise_judge is not None else judge
+        self.max_retries = max_retries
+        self.seed = seed
+
+    # -- public --------------------------------------------------------------------------
+
+    def run(self, constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
+        stats = StepStats(groups=len(groups))
+        results: list[ConstructorResult | None] = [None] * len(groups)
+        states: dict[int, _GroupState] = {}
+        for g, group in enumerate(groups):
+            constructor.validate_group(group)
+            rng = np.random.default_rng([self.seed, step, g])
+            st = _GroupState(gen=constructor.play(group, rng))
+            states[g] = st
+            self._advance(g, st, None, constructor, groups, results, states)
+
+        while states:
+            stats.waves += 1
+            self._wave(states, groups, stats)
+            replies = {g: st.pending for g, st in states.items()}
+            for g in list(states):
+                st = states[g]
+                st.waves += 1
+                self._advance(g, st, replies[g], constructor, groups, results, states)
+        return StepResult(results=results, stats=stats)  # type: ignore[arg-type]
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _advance(self, g, st, reply, constructor, groups, results, states) -> None:
+        try:
+            asks = st.gen.send(reply)
+        except StopIteration as stop:
+            res = constructor.finalize(groups[g], stop.value)
+            res.comparisons, res.judge_calls, res.waves = st.comparisons, st.judge_calls, st.waves
+            res.failures, res.retries = st.failures, st.retries
+            if st.failures:
+                res.flags.append(f"judge_failures:{st.failures}")
+            results[g] = res
+            states.pop(g, None)
+            return
+        asks = list(asks)
+        if not asks:
+            raise RuntimeError(f"{constructor.name} yielded an empty wave; return instead")
+        st.pending = asks
+        st.comparisons += sum(isinstance(a, Match) for a in asks)
+
+    def _wave(self, states: dict[int, _GroupState], groups, stats: StepStats) -> None:
+        """Send every pending request of every group: one batch per judge (+ retry batches)."""
+        pair_reqs: list[PairRequest] = []
+        point_reqs: list[PointRequest] = []
+        pair_index: dict[tuple, int] = {}
+        point_index: dict[tuple, int] = {}
+        # refs[g] = per ask: list of (order, unique index) for pairs, or unique indices for scores
+        refs: dict[int, list] = {}
+        for g, st in states.items():
+            group = groups[g]
+            trajs = group.trajectories
+            pk = group.key
+            grefs = []
+            for ask in st.pending:
+                if isinstance(ask, Match):
+                    orders = [(ask.i, ask.j)] + ([(ask.j, ask.i)] if ask.bidirectional else [])
+                    r = []
+                    for o, (a, b) in enumerate(orders):
+                        for v in range(ask.votes):
+                            key = (pk, trajs[a].key, trajs[b].key, v)
+                            idx = pair_index.get(key)
+                            stats.requests += 1
+                            if idx is None:
+                                idx = pair_index[key] = len(pair_reqs)
+                                pair_reqs.append(PairRequest(group.prompt, trajs[a], trajs[b], v))
+                                st.judge_calls += 1
+                            else:
+                                stats.dedup_hits += 1
+                            r.append((o, idx))
+                    grefs.append(r)
+                elif isinstance(ask, Score):
+                    r = []
+                    for v in range(ask.votes):
+                        key = (pk, trajs[ask.i].key, v)
+                        idx = point_index.get(key)
+                        stats.requests += 1
+                        if idx is None:
+                            idx = point_index[key] = len(point_reqs)
+                            point_reqs.append(PointRequest(group.prompt, trajs[ask.i], v))
+                            st.judge_calls += 1
+                        else:
+                            stats.dedup_hits += 1
+                        r.append(idx)
+                    grefs.append(r)
+                else:
+                    raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
+            refs[g] = grefs
+
+        pair_out, pair_owner = self._send(self.judge, "judge_pairs", pair_reqs, _valid_pair, stats, "pairwise")
+        point_out, _ = self._send(
+            self.pointwise_judge, "score_points", point_reqs, _valid_point, stats, "pointwise"
+        )
+        stats.judge_calls += len(pair_reqs) + len(point_reqs)
+        # attribute retries to the groups that first asked for the request
+        owner_of_pair = {}
+        for g, grefs in refs.items():
+            for ask, r in zip(states[g].pending, grefs, strict=True):
+                if isinstance(ask, Match):
+                    for _, idx in r:
+                        owner_of_pair.setdefault(idx, g)
+        for idx, n in pair_owner.items():
+            g = owner_of_pair[idx]
+            states[g].retries += n
+            states[g].judge_calls += n
+
+        for g, st in states.items():
+            replies = []
+            for ask, r in zip(st.pending, refs[g], strict=True):
+                if isinstance(ask, Match):
+                    replies.append(self._match_result(ask, r, pair_out, st))
+                else:
+                    vals = [point_out[idx] for idx in r]
+                    ok = [float(x) for x in vals if x is not None]
+                    st.failures += len(vals) - len(ok)
+                    replies.append(
+                        ScoreResult(ask.i, float(np.mean(ok)) if ok else math.nan, failed=not ok, samples=ok)
+                    )
+            st.pending = replies
+
+    def _send(self, judge, method, reqs, check, stats: StepStats, kind):
+        """One batch, then retry batches for failures; returns (outputs or None, retries per index)."""
+        out: list = [None] * len(reqs)
+        retried: dict[int, int] = {}
+        if not reqs:
+            return out, retried
+        if judge is None:
+            raise ValueError(f"this constructor needs a {kind} judge, but the engine has none")
+        todo = list(range(len(reqs)))
+        for attempt in range(self.max_retries + 1):
+            batch = [reqs[i] if attempt == 0 else _with_attempt(reqs[i], attempt) for i in todo]
+            stats.judge_batches += 1
+            try:
+                replies = list(getattr(judge, method)(batch))
+                if len(replies) != len(batch):
+                    raise RuntimeError(f"judge returned {len(replies)} replies for {len(batch)} requests")
+            except Exception as exc:  # a whole-batch error fails every request in it
+                replies = [JudgeFailure(f"{type(exc).__name__}: {exc}")] * len(batch)
+            failed = []
+            for i, rep in zip(todo, replies, strict=True):
+                why = check(rep)
+                if why is None:
+                    out[i] = rep
+                else:
+                    failed.append(i)
+                    if attempt == self.max_retries:
+                        stats.failures += 1
+                        stats.failure_reasons[why] = stats.failure_reasons.get(why, 0) + 1
+            if not failed or attempt == self.max_retries:
+                break
+            stats.retries += len(failed)
+            stats.judge_calls += len(failed)
+            for i in failed:
+                retried[i] = retried.get(i, 0) + 1
+            todo = failed
+        return out, retried
+
+    @staticmethod
+    def _match_result(ask: Match, r, pair_out, st: _GroupState) -> MatchResult:
+        per_order: list[list[tuple[float, float]]] = [[], []]
+        for o, idx in r:
+            rep = pair_out[idx]
+            if rep is None:
+                st.failures += 1
+                continue
+            # order 0 shows (i, j); order 1 shows (j, i): map back to (score_i, score_j)
+            pair = (rep.score_a, rep.score_b) if o == 0 else (rep.score_b, rep.score_a)
+            per_order[o].append(pair)
+        n_orders = 2 if ask.bidirectional else 1
+        means = [np.mean(p, axis=0) for p in per_order[:n_orders] if p]
+        samples = per_order[0] + per_order[1]
+        if not means:
+            return MatchResult(ask.i, ask.j, math.nan, math.nan, failed=True, samples=samples)
+        partial = len(means) < n_orders or len(samples) < n_orders * ask.votes
+        total = np.sum(means, axis=0) * (n_orders / len(means))
+        return MatchResult(ask.i, ask.j, float(total[0]), float(total[1]), partial=partial, samples=samples)
+
+
+def _with_attempt(req, attempt: int):
+    return type(req)(**{**req.__dict__, "attempt": attempt})

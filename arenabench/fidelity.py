@@ -1,0 +1,135 @@
+"""Fidelity study: how well does each constructor recover the true order, per judge call?"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import ConstantInputWarning, kendalltau, pearsonr, spearmanr
+from tqdm.auto import tqdm
+
+from arenabench import judges, rewards
+from arenabench.advantages import standardize
+from arenabench.engine import Engine
+from arenabench.sim import qualities, simulate_groups
+from arenabench.types import ConstructorResult, Group
+
+COLUMNS = [
+    "constructor",
+    "group_size",
+    "comparisons_per_group",
+    "judge_calls_per_group",
+    "waves",
+    "kendall_tau",
+    "spearman",
+    "top1",
+    "adv_corr",
+]
+FORMATS = ("table", "json", "csv")
+
+
+def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
+    """Kendall τ-b / Spearman ρ of the constructor's reward vs true quality, top-1 credit
+    (1/k when the true best is among k tied leaders), and Pearson r between the
+    constructor's advantages and oracle GRPO advantages on true quality. A correlation
+    with a constant side (a zero-advantage group) counts as 0: no signal."""
+    score = -res.rank
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstantInputWarning)
+        tau = kendalltau(score, q).statistic if len(q) > 1 else np.nan
+        rho = spearmanr(score, q).statistic if len(q) > 2 else tau
+        oracle = standardize(q)
+        corr = pearsonr(res.advantage, oracle).statistic if len(q) > 1 else np.nan
+    leaders = np.flatnonzero(score == np.nanmax(score))
+    top1 = (1.0 / len(leaders)) if int(np.argmax(q)) in leaders else 0.0
+    return {
+        "kendall_tau": float(np.nan_to_num(tau)),
+        "spearman": float(np.nan_to_num(rho)),
+        "top1": top1,
+        "adv_corr": float(np.nan_to_num(corr)),
+    }
+
+
+def run_fidelity(
+    constructors: Sequence[str] | None = None,
+    group_size: int = 8,
+    n_groups: int = 500,
+    judge: str = "calibrated",
+    seed: int = 0,
+    chunk: int = 64,
+    progress: bool = True,
+) -> list[dict]:
+    """One row per constructor. Groups are run ``chunk`` at a time (like K prompts of a
+    training step), all in lockstep through one engine."""
+    names = list(constructors) if constructors else rewards.names()
+    built = [rewards.get(n) for n in names]  # fail fast on a bad name
+    if group_size < 1:
+        raise ValueError(f"group size must be >= 1 (N >= 1); got {group_size}")
+    if n_groups < 1:
+        raise ValueError(f"groups must be >= 1; got {n_groups}")
+    the_judge = judges.get(judge, seed=seed)
+    groups = simulate_groups(n_groups, group_size, seed=seed)
+    chunks = [groups[k : k + chunk] for k in range(0, len(groups), chunk)]
+    rows = []
+    bar = tqdm(total=len(names) * len(chunks), desc=f"fidelity N={group_size}", unit="chunk") if progress else None
+    for name, cons in zip(names, built, strict=True):
+        engine = Engine(the_judge, seed=seed)
+        per_group: list[dict] = []
+        for step, part in enumerate(chunks):
+            out = engine.run(cons, part, step=step)
+            per_group += [_row(r, g) for r, g in zip(out.results, part, strict=True)]
+            if bar is not None:
+                bar.update(1)
+        df = pd.DataFrame(per_group)
+        rows.append({"constructor": name, "group_size": group_size, **df.mean().to_dict()})
+    if bar is not None:
+        bar.close()
+    return [{k: row[k] for k in COLUMNS} for row in rows]
+
+
+def _row(res: ConstructorResult, group: Group) -> dict:
+    return {
+        "comparisons_per_group": res.comparisons,
+        "judge_calls_per_group": res.judge_calls,
+        "waves": res.waves,
+        **group_metrics(res, qualities(group)),
+    }
+
+
+def format_rows(rows: list[dict], fmt: str = "table") -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    if fmt == "json":
+        return json.dumps(rows, indent=2)
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    return df.to_string(index=False, float_format=lambda x: f"{x:.3f}")
+
+
+def plot_frontier(rows: list[dict], path: str, title: str | None = None) -> None:
+    """Kendall τ vs judge calls per group, one point per constructor (and group size)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    df = pd.DataFrame(rows)
+    for n, sub in df.groupby("group_size"):
+        ax.plot(sub["judge_calls_per_group"], sub["kendall_tau"], "o", label=f"N={n}")
+        for _, r in sub.iterrows():
+            ax.annotate(r["constructor"], (r["judge_calls_per_group"], r["kendall_tau"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("judge calls per group (log)")
+    ax.set_ylabel("Kendall τ vs true order")
+    ax.set_title(title or "Fidelity per judge call")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

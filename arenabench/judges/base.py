@@ -1,0 +1,22 @@
+"""The judge protocol: judges answer *batches* so the engine can send one batch per wave."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
+
+
+@runtime_checkable
+class PairwiseJudge(Protocol):
+    """Scores both sides of each request (ArenaRL style, e.g. 0–10), or reports a failure."""
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]: ...
+
+
+@runtime_checkable
+class PointwiseJudge(Protocol):
+    """One absolute score per request (the pointwise LLM-as-judge baseline)."""
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]: ...

@@ -1,0 +1,186 @@
+"""Simulated judges over a hidden latent quality ``traj.meta["quality"]`` (logit scale).
+
+Model (all noise is a deterministic function of the request's content and the judge seed,
+so re-sending a request — a retry, a resumed sweep, a different batching — gives the same
+answer, and a new ``sample`` index gives a fresh independent draw):
+
+* **pairwise**: each side gets an effective quality ``q + e + biases`` and a score
+  ``10·sigmoid(q_eff)`` on 0–10. With ``noise_model="thurstone"`` the per-side noise is
+  Normal(0, σ/√2), so ``P(A beats B) = Φ(Δq/σ)``; with ``"bradley_terry"`` it is
+  Gumbel(0, σ), whose difference is Logistic(0, σ), so ``P(A beats B) = sigmoid(Δq/σ)``.
+  Position bias adds to the first slot; length bias adds ``length_bias·log(len/512)``.
+  The comparison keeps its resolution at any quality level: a comparative judge has a
+  reference point.
+* **pointwise**: ``sigmoid(q + length term) + Normal(0, point_noise)`` clipped to [0, 1].
+  The sigmoid saturates near the top, so as a policy improves, true differences shrink
+  below the fixed noise: discriminative collapse.
+
+With no noise and no bias every score is strictly increasing in the side's own quality
+and independent of the opponent, so a perfect tournament recovers the exact order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+
+import numpy as np
+
+from arenabench.registry import unknown_message
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, content_hash
+
+NOISE_MODELS = ("thurstone", "bradley_terry")
+LENGTH_REF = 512.0
+
+
+@dataclass(frozen=True)
+class SimulatedJudgeConfig:
+    pair_noise: float = 0.15  # σ of the comparison (Thurstone std of Δ; BT logistic scale)
+    noise_model: str = "thurstone"
+    position_bias: float = 0.0  # latent units added to the first slot
+    length_bias: float = 0.0  # latent units per unit of log(length / 512)
+    point_noise: float = 0.02  # std of pointwise score noise on the 0–1 scale
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.noise_model not in NOISE_MODELS:
+            raise ValueError(f"noise_model must be one of {', '.join(NOISE_MODELS)}; got {self.noise_model!r}")
+        for name in ("pair_noise", "point_noise"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0; got {v!r}")
+        for name in ("position_bias", "length_bias"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite; got {getattr(self, name)!r}")
+
+
+# Named presets. ``calibrated`` is tuned so that, on the fidelity study's default groups
+# (quality ~ 1.7 ± 0.2 on the logit scale, pointwise scores ≈ 0.85), the in-group std of
+# pointwise scores is ≈ 0.03 and the re-judging noise std is 0.02 — the seed figures of
+# ArenaRL Fig. 1(a). Pairwise noise and the biases are this simulator's assumptions.
+PRESETS: dict[str, dict] = {
+    "calibrated": dict(
+        pair_noise=0.15, noise_model="thurstone", position_bias=0.05, length_bias=0.05, point_noise=0.02
+    ),
+    "noiseless": dict(pair_noise=0.0, noise_model="thurstone", position_bias=0.0, length_bias=0.0, point_noise=0.0),
+    "bradley_terry": dict(
+        pair_noise=0.1, noise_model="bradley_terry", position_bias=0.05, length_bias=0.05, point_noise=0.02
+    ),
+}
+
+
+def preset_config(preset: str = "calibrated", **overrides) -> SimulatedJudgeConfig:
+    if preset not in PRESETS:
+        raise ValueError(unknown_message("judge preset", preset, sorted(PRESETS)))
+    valid = {f.name for f in fields(SimulatedJudgeConfig)}
+    bad = sorted(set(overrides) - valid)
+    if bad:
+        raise TypeError(f"unknown judge parameter(s) {', '.join(bad)}; valid: {', '.join(sorted(valid))}")
+    return replace(SimulatedJudgeConfig(**PRESETS[preset]), **overrides)
+
+
+# --- keyed randomness: a counter-based generator (splitmix64) over request keys ------------
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = x + _GOLD
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def _uniforms(keys: np.ndarray, k: int) -> np.ndarray:
+    """(len(keys), k) uniforms in (0, 1), a pure function of each key."""
+    out = np.empty((len(keys), k))
+    for c in range(k):
+        bits = _mix(keys ^ _mix(np.full_like(keys, c)))
+        out[:, c] = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+    return out
+
+
+def _combine(*cols: np.ndarray) -> np.ndarray:
+    h = np.zeros(len(cols[0]), dtype=np.uint64)
+    for c in cols:
+        h = _mix(h ^ c.astype(np.uint64))
+    return h
+
+
+def _normals(keys: np.ndarray, k: int) -> np.ndarray:
+    u = _uniforms(keys, 2 * k)
+    r = np.sqrt(-2.0 * np.log(u[:, :k]))
+    return r * np.cos(2.0 * np.pi * u[:, k:])
+
+
+def true_quality(traj) -> float:
+    try:
+        return float(traj.meta["quality"])
+    except KeyError:
+        raise KeyError(
+            f"trajectory {traj.id!r} has no meta['quality']: simulated judges need the hidden quality"
+        ) from None
+
+
+class SimulatedJudge:
+    """Both a pairwise and a pointwise judge over hidden qualities (see module docstring)."""
+
+    def __init__(self, preset: str = "calibrated", **overrides):
+        self.preset = preset
+        self.config = preset_config(preset, **overrides)
+
+    def __repr__(self) -> str:
+        return f"SimulatedJudge(preset={self.preset!r}, {asdict(self.config)})"
+
+    def _length_term(self, lengths: np.ndarray) -> np.ndarray:
+        if self.config.length_bias == 0:
+            return np.zeros(len(lengths))
+        return self.config.length_bias * np.log(np.maximum(lengths, 1) / LENGTH_REF)
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        if not requests:
+            return []
+        cfg = self.config
+        qa = np.array([true_quality(r.a) for r in requests])
+        qb = np.array([true_quality(r.b) for r in requests])
+        la = np.array([r.a.length for r in requests], dtype=float)
+        lb = np.array([r.b.length for r in requests], dtype=float)
+        ea = np.zeros(len(requests))
+        eb = np.zeros(len(requests))
+        if cfg.pair_noise > 0:
+            keys = _combine(
+                np.full(len(requests), cfg.seed, dtype=np.uint64),
+                np.array([content_hash(r.prompt) for r in requests], dtype=np.uint64),
+                np.array([r.a.key for r in requests], dtype=np.uint64),
+                np.array([r.b.key for r in requests], dtype=np.uint64),
+                np.array([r.sample for r in requests], dtype=np.uint64),
+            )
+            if cfg.noise_model == "thurstone":
+                z = _normals(keys, 2) * (cfg.pair_noise / math.sqrt(2.0))
+            else:  # Gumbel per side ⇒ logistic difference ⇒ Bradley-Terry outcomes
+                z = -np.log(-np.log(_uniforms(keys, 2))) * cfg.pair_noise
+            ea, eb = z[:, 0], z[:, 1]
+        sa = qa + ea + cfg.position_bias + self._length_term(la)
+        sb = qb + eb + self._length_term(lb)
+        sa, sb = 10.0 / (1.0 + np.exp(-sa)), 10.0 / (1.0 + np.exp(-sb))
+        return [PairJudgment(float(a), float(b)) for a, b in zip(sa, sb, strict=True)]
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        if not requests:
+            return []
+        cfg = self.config
+        q = np.array([true_quality(r.traj) for r in requests])
+        lens = np.array([r.traj.length for r in requests], dtype=float)
+        s = 1.0 / (1.0 + np.exp(-(q + self._length_term(lens))))
+        if cfg.point_noise > 0:
+            keys = _combine(
+                np.full(len(requests), cfg.seed ^ 0x5EED, dtype=np.uint64),
+                np.array([content_hash(r.prompt) for r in requests], dtype=np.uint64),
+                np.array([r.traj.key for r in requests], dtype=np.uint64),
+                np.array([r.sample for r in requests], dtype=np.uint64),
+            )
+            s = np.clip(s + cfg.point_noise * _normals(keys, 1)[:, 0], 0.0, 1.0)
+        return [float(x) for x in s]

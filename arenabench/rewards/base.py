@@ -1,0 +1,123 @@
+"""Constructor base class: a topology's ``play`` generator plus the shared rank → advantage path."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from arenabench.advantages import rank_rewards, scores_to_rank, standardize
+from arenabench.registry import Registry
+from arenabench.types import ConstructorResult, Group, Match, MatchResult, Score, ScoreResult
+
+Asks = list[Match | Score]
+Replies = list[MatchResult | ScoreResult]
+
+
+@dataclass
+class Outcome:
+    """What ``play`` returns: ranks (0 = best, NaN = unranked) or raw rewards, plus flags."""
+
+    rank: np.ndarray | None = None
+    reward: np.ndarray | None = None
+    flags: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Constructor:
+    """Base of every reward constructor.
+
+    Subclasses are dataclasses whose fields are their parameters (so they pickle, and
+    ``rewards.get(name, **params)`` can name the valid ones). ``votes`` is the number of
+    judge samples per order of a comparison; ``ddof`` picks the std of the group
+    standardization (0 = population, the project default).
+    """
+
+    name: ClassVar[str] = "?"
+    needs_anchor: ClassVar[bool] = False
+    uses_rank_reward: ClassVar[bool] = True  # reward = 1 − rank/(N−1) (ArenaRL)
+
+    votes: int = 1
+    ddof: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.votes, int) or self.votes < 1:
+            raise ValueError(f"{self.name}: votes must be an integer >= 1; got {self.votes!r}")
+        if self.ddof not in (0, 1):
+            raise ValueError(f"{self.name}: ddof must be 0 (population std) or 1 (sample std); got {self.ddof!r}")
+
+    # -- to implement ------------------------------------------------------------------------
+
+    def play(self, group: Group, rng: np.random.Generator) -> Generator[Asks, Replies, Outcome]:
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------------
+
+    def validate_group(self, group: Group) -> None:
+        if self.needs_anchor and group.anchor is None and not self.trivial(group):
+            raise ValueError(
+                f"{self.name} needs a greedy anchor: build the Group with anchor=<index of the "
+                "temperature-0 rollout>"
+            )
+
+    @staticmethod
+    def trivial(group: Group) -> str | None:
+        """Why a group cannot be ranked at all (size 1, all texts identical), or None."""
+        if len(group) == 1:
+            return "singleton_group"
+        first = group.trajectories[0].key
+        if all(t.key == first for t in group.trajectories):
+            return "identical_trajectories"
+        return None
+
+    def match(self, i: int, j: int) -> Match:
+        return Match(i, j, votes=self.votes)
+
+    def finalize(self, group: Group, outcome: Outcome) -> ConstructorResult:
+        n = len(group)
+        flags = list(outcome.flags)
+        if outcome.reward is not None:
+            reward = np.asarray(outcome.reward, dtype=float)
+            rank = scores_to_rank(reward) if outcome.rank is None else np.asarray(outcome.rank, float)
+        else:
+            rank = np.asarray(outcome.rank, dtype=float)
+            reward = rank_rewards(rank)
+        if rank.shape != (n,) or reward.shape != (n,):
+            raise RuntimeError(f"{self.name} returned {rank.shape} ranks for a group of {n}")
+        unranked = np.isnan(reward)
+        if unranked.any():
+            flags.append(f"unranked:{int(unranked.sum())}")
+        adv = standardize(reward, ddof=self.ddof)
+        if not np.any(adv) and "zero_advantage" not in flags:
+            flags.append("zero_advantage")
+        return ConstructorResult(
+            reward=np.nan_to_num(reward, nan=0.0), advantage=adv, rank=rank, flags=flags, extra=outcome.extra
+        )
+
+
+def trivial_outcome(group: Group, why: str) -> Outcome:
+    """All trajectories tied: equal rank, reward ½, zero advantage; no judge call spent."""
+    n = len(group)
+    return Outcome(rank=np.full(n, (n - 1) / 2.0), flags=[why])
+
+
+REGISTRY: Registry[Constructor] = Registry("reward constructor")
+register = REGISTRY.register
+
+
+def mean_scores(n: int, results: list[MatchResult]) -> np.ndarray:
+    """Mean per-match (bidirectional, summed) score of each trajectory; NaN if it has none."""
+    tot = np.zeros(n)
+    cnt = np.zeros(n)
+    for m in results:
+        if m.failed:
+            continue
+        tot[m.i] += m.score_i
+        tot[m.j] += m.score_j
+        cnt[m.i] += 1
+        cnt[m.j] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)

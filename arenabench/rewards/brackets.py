@@ -1,0 +1,46 @@
+"""Bracket helpers shared by the elimination topologies."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arenabench.types import MatchResult
+
+
+def bracket_order(size: int) -> list[int]:
+    """Standard seeded bracket positions (1-based seeds) for a power-of-two ``size``.
+
+    Adjacent slots meet in round 1: 1 vs size, and seeds 1 and 2 can only meet in the
+    final. ``bracket_order(8) == [1, 8, 4, 5, 2, 7, 3, 6]``.
+    """
+    order = [1]
+    while len(order) < size:
+        m = 2 * len(order) + 1
+        order = [x for s in order for x in (s, m - s)]
+    return order
+
+
+def seeded_slots(seeds: list[int]) -> list[int | None]:
+    """Slots of a bracket for players listed best seed first; ``None`` is a bye.
+
+    For N not a power of two the bracket is padded to the next power of two and the
+    *top* seeds get the byes (seed s meets the missing seed P+1−s).
+    """
+    n = len(seeds)
+    size = 1 << max(0, (n - 1).bit_length())
+    return [seeds[s - 1] if s <= n else None for s in bracket_order(size)]
+
+
+def seed_order(score: np.ndarray) -> list[int]:
+    """Players best-first by seeding score; NaN (failed seeding) goes last; ties by index."""
+    key = np.nan_to_num(np.asarray(score, dtype=float), nan=-np.inf)
+    return sorted(range(len(key)), key=lambda i: (-key[i], i))
+
+
+def decide(m: MatchResult, x: int, y: int, seed_pos: dict[int, int]) -> tuple[int, int, str | None]:
+    """(winner, loser, flag). A tie or failed match goes to the higher seed, flagged."""
+    w = m.winner
+    if w is None:
+        hi, lo = (x, y) if seed_pos[x] < seed_pos[y] else (y, x)
+        return hi, lo, "failed_match" if m.failed else "tied_match"
+    return w, (y if w == x else x), None

@@ -1,0 +1,41 @@
+"""ArenaRL round-robin: every pair once (N(N−1)/2 comparisons) — the fidelity gold standard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from arenabench.advantages import ranks_from_keys
+from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+
+
+@register("round_robin")
+@dataclass
+class RoundRobin(Constructor):
+    """Score = normalized win rate ``(1/(N−1)) Σ_j 1[s_i > s_j]`` (a tie is no win, as in the
+    paper); rank by it, ties broken by mean bidirectional score. A failed match is left out
+    of both players' denominators (flagged); a player with no decided match is unranked.
+    """
+
+    def play(self, group, rng):
+        if why := self.trivial(group):
+            return trivial_outcome(group, why)
+        n = len(group)
+        results = yield [self.match(i, j) for i, j in combinations(range(n), 2)]
+        wins = np.zeros(n)
+        decided = np.zeros(n)
+        failed = 0
+        for m in results:
+            if m.failed:
+                failed += 1
+                continue
+            decided[[m.i, m.j]] += 1
+            if (w := m.winner) is not None:
+                wins[w] += 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(decided > 0, wins / np.maximum(decided, 1), np.nan)
+        rank = ranks_from_keys(rate, mean_scores(n, results))
+        flags = [f"failed_matches:{failed}"] if failed else []
+        return Outcome(rank=rank, flags=flags, extra={"win_rate": rate})

@@ -1,0 +1,90 @@
+"""ArenaRL Swiss system: ⌈log2 N⌉ rounds pairing equal records, ranked by wins then Buchholz."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from arenabench.advantages import ranks_from_keys
+from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+
+
+def pair_players(order: list[int], played: set[frozenset]) -> list[tuple[int, int]] | None:
+    """Pair players listed best-first, each with the nearest one below it not yet met
+    (so equal records meet), backtracking when a choice leaves no valid pairing."""
+    if not order:
+        return []
+    a, rest = order[0], order[1:]
+    for k, b in enumerate(rest):
+        if frozenset((a, b)) in played:
+            continue
+        tail = pair_players(rest[:k] + rest[k + 1 :], played)
+        if tail is not None:
+            return [(a, b), *tail]
+    return None
+
+
+@register("swiss")
+@dataclass
+class Swiss(Constructor):
+    """``rounds`` (default ⌈log2 N⌉) rounds of ⌊N/2⌋ matches. Round 1 pairs a random order
+    (the paper gives no seeding). Standings: points (win 1, tie ½), then the random
+    initial order. Pairing: equal records without rematches (a rematch only if no
+    rematch-free pairing exists, flagged). Bye rule (odd N): the lowest-standing player
+    without a bye sits out and scores 1 point, adding nothing to opponents' Buchholz.
+    Rank: points, then Buchholz (sum of opponents' final points), then mean match score.
+    A failed match scores 0 for both (flagged).
+    """
+
+    rounds: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rounds is not None and (not isinstance(self.rounds, int) or self.rounds < 1):
+            raise ValueError(f"swiss: rounds must be None or an integer >= 1; got {self.rounds!r}")
+
+    def play(self, group, rng):
+        if why := self.trivial(group):
+            return trivial_outcome(group, why)
+        n = len(group)
+        n_rounds = self.rounds or math.ceil(math.log2(n))
+        init = {int(p): k for k, p in enumerate(rng.permutation(n))}
+        points = np.zeros(n)
+        opponents: list[list[int]] = [[] for _ in range(n)]
+        played: set[frozenset] = set()
+        had_bye: set[int] = set()
+        history = []
+        flags: Counter[str] = Counter()
+        for _ in range(n_rounds):
+            standing = sorted(range(n), key=lambda p: (-points[p], init[p]))
+            if n % 2:
+                bye = next((p for p in reversed(standing) if p not in had_bye), standing[-1])
+                had_bye.add(bye)
+                standing.remove(bye)
+                points[bye] += 1
+            pairs = pair_players(standing, played)
+            if pairs is None:
+                flags["rematch"] += 1
+                pairs = pair_players(standing, set())
+            results = yield [self.match(x, y) for x, y in pairs]
+            for (x, y), m in zip(pairs, results, strict=True):
+                history.append(m)
+                played.add(frozenset((x, y)))
+                opponents[x].append(y)
+                opponents[y].append(x)
+                if m.failed:
+                    flags["failed_match"] += 1
+                elif (w := m.winner) is None:
+                    points[[x, y]] += 0.5
+                else:
+                    points[w] += 1
+        buchholz = np.array([sum(points[o] for o in opps) for opps in opponents])
+        rank = ranks_from_keys(points, buchholz, mean_scores(n, history))
+        return Outcome(
+            rank=rank,
+            flags=[f"{k}:{v}" for k, v in flags.items()],
+            extra={"points": points, "buchholz": buchholz, "rounds": n_rounds},
+        )

@@ -1,0 +1,61 @@
+"""Simulated groups with a known hidden quality, for the fidelity study and tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arenabench.types import Group, Trajectory
+
+# The fidelity study's default group distribution (logit scale): pointwise scores ≈ 0.85,
+# the "0.8–0.9 band" of ArenaRL's discriminative-collapse example. The judge preset
+# ``calibrated`` is tuned against these numbers.
+QUALITY_MEAN = 1.7
+PROMPT_SPREAD = 0.3
+GROUP_SPREAD = 0.2
+
+
+def simulate_groups(
+    n_groups: int,
+    group_size: int,
+    seed: int = 0,
+    *,
+    quality_mean: float = QUALITY_MEAN,
+    prompt_spread: float = PROMPT_SPREAD,
+    spread: float = GROUP_SPREAD,
+    anchor: bool = True,
+    length_mean: float = 512.0,
+    length_spread: float = 0.3,
+) -> list[Group]:
+    """Groups of ``group_size`` rollouts: prompt mean μ_g ~ N(quality_mean, prompt_spread),
+    quality μ_g + N(0, spread). Index 0 is the greedy anchor when ``anchor``: it sits nearer
+    the mode, μ_g + N(0, spread/2). Lengths are log-normal and independent of quality.
+    """
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1 (N >= 1); got {group_size}")
+    if n_groups < 0:
+        raise ValueError(f"n_groups must be >= 0; got {n_groups}")
+    if min(prompt_spread, spread, length_spread) < 0:
+        raise ValueError("spreads must be >= 0")
+    rng = np.random.default_rng(seed)
+    groups = []
+    for g in range(n_groups):
+        mu = quality_mean + prompt_spread * rng.standard_normal()
+        q = mu + spread * rng.standard_normal(group_size)
+        if anchor:
+            q[0] = mu + 0.5 * spread * rng.standard_normal()
+        lengths = np.maximum(1, np.round(length_mean * np.exp(length_spread * rng.standard_normal(group_size))))
+        trajs = tuple(
+            Trajectory(
+                id=f"s{seed}-g{g}-t{i}",
+                text=f"[seed {seed} group {g} rollout {i}]",
+                length=int(lengths[i]),
+                meta={"quality": float(q[i]), "greedy": anchor and i == 0},
+            )
+            for i in range(group_size)
+        )
+        groups.append(Group(prompt=f"[seed {seed} prompt {g}]", trajectories=trajs, anchor=0 if anchor else None))
+    return groups
+
+
+def qualities(group: Group) -> np.ndarray:
+    return np.array([t.meta["quality"] for t in group.trajectories], dtype=float)

@@ -1,0 +1,179 @@
+"""Plain data types shared by judges, the engine and constructors."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+
+def content_hash(text: str) -> int:
+    """A stable 64-bit hash of text (Python's ``hash`` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One rollout. ``meta`` is free-form (simulated judges read ``meta["quality"]``)."""
+
+    id: str
+    text: str
+    length: int = 0
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @cached_property
+    def key(self) -> int:
+        """Content key: two trajectories with the same text get the same judgments."""
+        return content_hash(self.text)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The N rollouts of one prompt; ``anchor`` indexes the greedy (temperature 0) one, if any."""
+
+    prompt: str
+    trajectories: tuple[Trajectory, ...]
+    anchor: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trajectories", tuple(self.trajectories))
+        n = len(self.trajectories)
+        if n < 1:
+            raise ValueError("a group needs at least one trajectory (N >= 1), got N=0")
+        if self.anchor is not None and not 0 <= self.anchor < n:
+            raise ValueError(f"anchor index {self.anchor} is outside the group (N={n})")
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    @cached_property
+    def key(self) -> int:
+        return content_hash(self.prompt)
+
+
+# --- what constructors ask the engine for -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Match:
+    """A pairwise comparison of trajectories ``i`` and ``j`` of one group.
+
+    The engine expands it into both orders (A=i,B=j and A=j,B=i) times ``votes`` samples.
+    """
+
+    i: int
+    j: int
+    votes: int = 1
+    bidirectional: bool = True
+
+
+@dataclass(frozen=True)
+class Score:
+    """A pointwise scoring of trajectory ``i`` with ``votes`` samples."""
+
+    i: int
+    votes: int = 1
+
+
+@dataclass
+class MatchResult:
+    """Outcome of a :class:`Match`.
+
+    ``score_i``/``score_j`` are the two orders' scores *summed* (ArenaRL's bidirectional
+    protocol), each order averaged over its successful votes. If one order failed entirely
+    the other is doubled so the scale stays comparable (``partial``); if every request
+    failed the scores are NaN and ``failed`` is set. ``samples`` holds every successful
+    per-request (score_i, score_j) for voting constructors.
+    """
+
+    i: int
+    j: int
+    score_i: float
+    score_j: float
+    failed: bool = False
+    partial: bool = False
+    samples: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def winner(self) -> int | None:
+        """Index of the winner, or None for a tie or a failed match."""
+        if self.failed or self.score_i == self.score_j:
+            return None
+        return self.i if self.score_i > self.score_j else self.j
+
+
+@dataclass
+class ScoreResult:
+    i: int
+    score: float  # mean over successful votes; NaN if all failed
+    failed: bool = False
+    samples: list[float] = field(default_factory=list)
+
+
+# --- what judges see -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairRequest:
+    """One pairwise judge call: is ``a`` (shown first) or ``b`` better for ``prompt``?"""
+
+    prompt: str
+    a: Trajectory
+    b: Trajectory
+    sample: int = 0
+    attempt: int = 0  # retry number; a deterministic judge may ignore it
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        return (content_hash(self.prompt), self.a.key, self.b.key, self.sample)
+
+
+@dataclass(frozen=True)
+class PointRequest:
+    prompt: str
+    traj: Trajectory
+    sample: int = 0
+    attempt: int = 0
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (content_hash(self.prompt), self.traj.key, self.sample)
+
+
+@dataclass(frozen=True)
+class PairJudgment:
+    score_a: float
+    score_b: float
+
+
+@dataclass(frozen=True)
+class JudgeFailure:
+    """A judge call that produced no usable verdict (timeout, error, malformed, NaN)."""
+
+    reason: str
+
+
+# --- what constructors return ---------------------------------------------------------------
+
+
+@dataclass
+class ConstructorResult:
+    """Per-trajectory reward/advantage/rank plus the cost and health of producing them.
+
+    ``rank`` is 0 for the best; tied trajectories share their average rank; NaN marks a
+    trajectory that could not be ranked (its advantage is 0 and a flag says why).
+    """
+
+    reward: np.ndarray
+    advantage: np.ndarray
+    rank: np.ndarray
+    comparisons: int = 0
+    judge_calls: int = 0
+    waves: int = 0
+    failures: int = 0  # judge requests that still failed after all retries
+    retries: int = 0
+    flags: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
