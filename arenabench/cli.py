@@ -53,7 +53,9 @@ def cmd_fidelity(args) -> int:
         print(text)
     if args.plot:
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot_frontier(rows, args.plot, title=f"Fidelity per judge call (judge={args.judge}, N={args.group_size})")
+        plot_frontier(
+            rows, args.plot, title=f"Fidelity per judge call (judge={args.judge}, N={args.group_size})"
+        )
     return 0
 
 

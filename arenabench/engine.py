@@ -11,6 +11,7 @@ silently into a tie; each constructor states how it treats a failed match.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -186,7 +187,9 @@ class Engine:
                     raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
             refs[g] = grefs
 
-        pair_out, pair_owner = self._send(self.judge, "judge_pairs", pair_reqs, _valid_pair, stats, "pairwise")
+        pair_out, pair_owner = self._send(
+            self.judge, "judge_pairs", pair_reqs, _valid_pair, stats, "pairwise"
+        )
         point_out, _ = self._send(
             self.pointwise_judge, "score_points", point_reqs, _valid_point, stats, "pointwise"
         )
@@ -263,17 +266,19 @@ class Engine:
                 st.failures += 1
                 continue
             # order 0 shows (i, j); order 1 shows (j, i): map back to (score_i, score_j)
-            pair = (rep.score_a, rep.score_b) if o == 0 else (rep.score_b, rep.score_a)
-            per_order[o].append(pair)
+            per_order[o].append((rep.score_a, rep.score_b) if o == 0 else (rep.score_b, rep.score_a))
         n_orders = 2 if ask.bidirectional else 1
-        means = [np.mean(p, axis=0) for p in per_order[:n_orders] if p]
+        done = [p for p in per_order[:n_orders] if p]
         samples = per_order[0] + per_order[1]
-        if not means:
+        if not done:
             return MatchResult(ask.i, ask.j, math.nan, math.nan, failed=True, samples=samples)
-        partial = len(means) < n_orders or len(samples) < n_orders * ask.votes
-        total = np.sum(means, axis=0) * (n_orders / len(means))
-        return MatchResult(ask.i, ask.j, float(total[0]), float(total[1]), partial=partial, samples=samples)
+        # sum over orders of each order's vote mean; a missing order is made up by doubling
+        scale = n_orders / len(done)
+        si = scale * sum(sum(a for a, _ in p) / len(p) for p in done)
+        sj = scale * sum(sum(b for _, b in p) / len(p) for p in done)
+        partial = len(samples) < n_orders * ask.votes
+        return MatchResult(ask.i, ask.j, si, sj, partial=partial, samples=samples)
 
 
 def _with_attempt(req, attempt: int):
-    return type(req)(**{**req.__dict__, "attempt": attempt})
+    return dataclasses.replace(req, attempt=attempt)

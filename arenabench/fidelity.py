@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import ConstantInputWarning, kendalltau, pearsonr, spearmanr
 from tqdm.auto import tqdm
 
 from arenabench import judges, rewards
 from arenabench.advantages import standardize
 from arenabench.engine import Engine
+from arenabench.metrics import kendall_tau_b, pearson, spearman
 from arenabench.sim import qualities, simulate_groups
 from arenabench.types import ConstructorResult, Group
 
@@ -28,7 +27,7 @@ COLUMNS = [
     "top1",
     "adv_corr",
 ]
-FORMATS = ("table", "json", "csv")
+FORMATS = ("table", "json", "csv", "markdown")
 
 
 def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
@@ -36,20 +35,13 @@ def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
     (1/k when the true best is among k tied leaders), and Pearson r between the
     constructor's advantages and oracle GRPO advantages on true quality. A correlation
     with a constant side (a zero-advantage group) counts as 0: no signal."""
-    score = -res.rank
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConstantInputWarning)
-        tau = kendalltau(score, q).statistic if len(q) > 1 else np.nan
-        rho = spearmanr(score, q).statistic if len(q) > 2 else tau
-        oracle = standardize(q)
-        corr = pearsonr(res.advantage, oracle).statistic if len(q) > 1 else np.nan
-    leaders = np.flatnonzero(score == np.nanmax(score))
-    top1 = (1.0 / len(leaders)) if int(np.argmax(q)) in leaders else 0.0
+    score = np.nan_to_num(-res.rank, nan=-np.inf)  # unranked trajectories count as last
+    leaders = np.flatnonzero(score == score.max())
     return {
-        "kendall_tau": float(np.nan_to_num(tau)),
-        "spearman": float(np.nan_to_num(rho)),
-        "top1": top1,
-        "adv_corr": float(np.nan_to_num(corr)),
+        "kendall_tau": kendall_tau_b(score, q),
+        "spearman": spearman(score, q),
+        "top1": (1.0 / len(leaders)) if int(np.argmax(q)) in leaders else 0.0,
+        "adv_corr": pearson(res.advantage, standardize(q)),
     }
 
 
@@ -74,7 +66,11 @@ def run_fidelity(
     groups = simulate_groups(n_groups, group_size, seed=seed)
     chunks = [groups[k : k + chunk] for k in range(0, len(groups), chunk)]
     rows = []
-    bar = tqdm(total=len(names) * len(chunks), desc=f"fidelity N={group_size}", unit="chunk") if progress else None
+    bar = (
+        tqdm(total=len(names) * len(chunks), desc=f"fidelity N={group_size}", unit="chunk")
+        if progress
+        else None
+    )
     for name, cons in zip(names, built, strict=True):
         engine = Engine(the_judge, seed=seed)
         per_group: list[dict] = []
@@ -107,6 +103,13 @@ def format_rows(rows: list[dict], fmt: str = "table") -> str:
     df = pd.DataFrame(rows, columns=COLUMNS)
     if fmt == "csv":
         return df.to_csv(index=False)
+    if fmt == "markdown":
+        cells = [
+            [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
+            for row in df.itertuples(index=False)
+        ]
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
     return df.to_string(index=False, float_format=lambda x: f"{x:.3f}")
 
 
@@ -122,8 +125,13 @@ def plot_frontier(rows: list[dict], path: str, title: str | None = None) -> None
     for n, sub in df.groupby("group_size"):
         ax.plot(sub["judge_calls_per_group"], sub["kendall_tau"], "o", label=f"N={n}")
         for _, r in sub.iterrows():
-            ax.annotate(r["constructor"], (r["judge_calls_per_group"], r["kendall_tau"]), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                r["constructor"],
+                (r["judge_calls_per_group"], r["kendall_tau"]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("judge calls per group (log)")
     ax.set_ylabel("Kendall τ vs true order")

@@ -43,7 +43,9 @@ def simulate_groups(
         q = mu + spread * rng.standard_normal(group_size)
         if anchor:
             q[0] = mu + 0.5 * spread * rng.standard_normal()
-        lengths = np.maximum(1, np.round(length_mean * np.exp(length_spread * rng.standard_normal(group_size))))
+        lengths = np.maximum(
+            1, np.round(length_mean * np.exp(length_spread * rng.standard_normal(group_size)))
+        )
         trajs = tuple(
             Trajectory(
                 id=f"s{seed}-g{g}-t{i}",
@@ -53,7 +55,9 @@ def simulate_groups(
             )
             for i in range(group_size)
         )
-        groups.append(Group(prompt=f"[seed {seed} prompt {g}]", trajectories=trajs, anchor=0 if anchor else None))
+        groups.append(
+            Group(prompt=f"[seed {seed} prompt {g}]", trajectories=trajs, anchor=0 if anchor else None)
+        )
     return groups
 
 

@@ -45,7 +45,9 @@ class SimulatedJudgeConfig:
 
     def __post_init__(self) -> None:
         if self.noise_model not in NOISE_MODELS:
-            raise ValueError(f"noise_model must be one of {', '.join(NOISE_MODELS)}; got {self.noise_model!r}")
+            raise ValueError(
+                f"noise_model must be one of {', '.join(NOISE_MODELS)}; got {self.noise_model!r}"
+            )
         for name in ("pair_noise", "point_noise"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
@@ -63,7 +65,9 @@ PRESETS: dict[str, dict] = {
     "calibrated": dict(
         pair_noise=0.15, noise_model="thurstone", position_bias=0.05, length_bias=0.05, point_noise=0.02
     ),
-    "noiseless": dict(pair_noise=0.0, noise_model="thurstone", position_bias=0.0, length_bias=0.0, point_noise=0.0),
+    "noiseless": dict(
+        pair_noise=0.0, noise_model="thurstone", position_bias=0.0, length_bias=0.0, point_noise=0.0
+    ),
     "bradley_terry": dict(
         pair_noise=0.1, noise_model="bradley_terry", position_bias=0.05, length_bias=0.05, point_noise=0.02
     ),

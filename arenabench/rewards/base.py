@@ -47,7 +47,9 @@ class Constructor:
         if not isinstance(self.votes, int) or self.votes < 1:
             raise ValueError(f"{self.name}: votes must be an integer >= 1; got {self.votes!r}")
         if self.ddof not in (0, 1):
-            raise ValueError(f"{self.name}: ddof must be 0 (population std) or 1 (sample std); got {self.ddof!r}")
+            raise ValueError(
+                f"{self.name}: ddof must be 0 (population std) or 1 (sample std); got {self.ddof!r}"
+            )
 
     # -- to implement ------------------------------------------------------------------------
 

@@ -36,7 +36,9 @@ class DoubleElim(Constructor):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.seeding not in SEEDINGS:
-            raise ValueError(f"double_elim: seeding must be one of {', '.join(SEEDINGS)}; got {self.seeding!r}")
+            raise ValueError(
+                f"double_elim: seeding must be one of {', '.join(SEEDINGS)}; got {self.seeding!r}"
+            )
 
     @property
     def needs_anchor(self) -> bool:  # type: ignore[override]

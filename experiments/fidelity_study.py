@@ -1,0 +1,48 @@
+"""The main demo: the fidelity study for every constructor at N ∈ {4, 8, 16}.
+
+Writes results/fidelity.{md,csv,json} and results/fidelity_frontier.png.
+Run: ``make demo`` (or ``python experiments/fidelity_study.py --out results``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from pathlib import Path
+
+import pandas as pd
+
+from arenabench.fidelity import COLUMNS, format_rows, plot_frontier, run_fidelity
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="results")
+    ap.add_argument("--judge", default="calibrated")
+    ap.add_argument("--groups", type=int, default=500)
+    ap.add_argument("--sizes", default="4,8,16")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        rows += run_fidelity(group_size=n, n_groups=args.groups, judge=args.judge, seed=args.seed)
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df.to_csv(out / "fidelity.csv", index=False)
+    (out / "fidelity.json").write_text(json.dumps(rows, indent=2) + "\n")
+    head = (
+        f"# Fidelity study\n\njudge preset `{args.judge}`, {args.groups} simulated groups per N, "
+        f"seed {args.seed}; command: `python experiments/fidelity_study.py --out {args.out}`; "
+        f"python {platform.python_version()}.\n\n"
+    )
+    (out / "fidelity.md").write_text(head + format_rows(rows, "markdown") + "\n")
+    plot_frontier(
+        rows, str(out / "fidelity_frontier.png"), title=f"Fidelity per judge call ({args.judge} judge)"
+    )
+    print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+if __name__ == "__main__":
+    main()
