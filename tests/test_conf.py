@@ -1,0 +1,28 @@
+"""conf/ stays in step with the registry: a file per constructor, every parameter, its default."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arenabench import judges, rewards
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+@pytest.mark.parametrize("name", rewards.names())
+def test_reward_conf_matches_constructor(name):
+    cfg = yaml.safe_load((CONF / "reward" / f"{name}.yaml").read_text())
+    params = {k: v for k, v in cfg.items() if k != "name"}
+    assert cfg["name"] == name
+    fields = {f.name: f.default for f in dataclasses.fields(rewards.REGISTRY.lookup(name))}
+    assert params == fields
+    assert rewards.get(name, **params) == rewards.get(name)
+
+
+@pytest.mark.parametrize("preset", judges.presets())
+def test_judge_conf_builds_the_preset(preset):
+    cfg = yaml.safe_load((CONF / "judge" / f"{preset}.yaml").read_text())
+    assert cfg["preset"] == preset
+    assert judges.get(cfg["preset"], seed=cfg["seed"]).config == judges.get(preset).config
