@@ -7,14 +7,16 @@ PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
 .PHONY: demo test lint fidelity clean
 
-$(VENV)/.base: pyproject.toml constraints/cpu.txt
+$(PY):
 	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.base: pyproject.toml constraints/cpu.txt | $(PY)
 	$(PIP_INSTALL) -e .
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.base
+$(VENV)/.dev: pyproject.toml constraints/cpu.txt | $(PY)
 	$(PIP_INSTALL) -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.base
 
 demo: $(VENV)/.base  ## the fidelity study on the default (calibrated) simulated judge -> results/
 	$(PY) experiments/fidelity_study.py --out results

@@ -145,6 +145,7 @@ class Engine:
         point_reqs: list[PointRequest] = []
         pair_index: dict[tuple, int] = {}
         point_index: dict[tuple, int] = {}
+        owner: dict[str, list[int]] = {"pair": [], "point": []}  # group that first asked, per request
         # refs[g] = per ask: list of (order, unique index) for pairs, or unique indices for scores
         refs: dict[int, list] = {}
         for g, st in states.items():
@@ -164,6 +165,7 @@ class Engine:
                             if idx is None:
                                 idx = pair_index[key] = len(pair_reqs)
                                 pair_reqs.append(PairRequest(group.prompt, trajs[a], trajs[b], v))
+                                owner["pair"].append(g)
                                 st.judge_calls += 1
                             else:
                                 stats.dedup_hits += 1
@@ -178,6 +180,7 @@ class Engine:
                         if idx is None:
                             idx = point_index[key] = len(point_reqs)
                             point_reqs.append(PointRequest(group.prompt, trajs[ask.i], v))
+                            owner["point"].append(g)
                             st.judge_calls += 1
                         else:
                             stats.dedup_hits += 1
@@ -187,24 +190,18 @@ class Engine:
                     raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
             refs[g] = grefs
 
-        pair_out, pair_owner = self._send(
+        pair_out, pair_retried = self._send(
             self.judge, "judge_pairs", pair_reqs, _valid_pair, stats, "pairwise"
         )
-        point_out, _ = self._send(
+        point_out, point_retried = self._send(
             self.pointwise_judge, "score_points", point_reqs, _valid_point, stats, "pointwise"
         )
         stats.judge_calls += len(pair_reqs) + len(point_reqs)
-        # attribute retries to the groups that first asked for the request
-        owner_of_pair = {}
-        for g, grefs in refs.items():
-            for ask, r in zip(states[g].pending, grefs, strict=True):
-                if isinstance(ask, Match):
-                    for _, idx in r:
-                        owner_of_pair.setdefault(idx, g)
-        for idx, n in pair_owner.items():
-            g = owner_of_pair[idx]
-            states[g].retries += n
-            states[g].judge_calls += n
+        for kind, retried in (("pair", pair_retried), ("point", point_retried)):
+            for idx, n in retried.items():  # retries are paid by the group that first asked
+                st = states[owner[kind][idx]]
+                st.retries += n
+                st.judge_calls += n
 
         for g, st in states.items():
             replies = []

@@ -101,3 +101,22 @@ def test_judge_exception_fails_the_batch_loudly():
 def test_bad_engine_config():
     with pytest.raises(ValueError, match="max_retries"):
         Engine(judges.get("calibrated"), max_retries=-1)
+
+
+def test_pointwise_retries_are_attributed_to_their_group():
+    class FlakyPoints:
+        inner = judges.get("calibrated")
+
+        def score_points(self, requests):
+            good = self.inner.score_points(requests)
+            return [
+                JudgeFailure("timeout") if r.attempt == 0 else x for r, x in zip(requests, good, strict=True)
+            ]
+
+    groups = random_groups(5, k=2, seed=9)
+    clean = Engine(judges.get("calibrated")).run(rewards.get("pointwise"), groups)
+    flaky = Engine(FlakyPoints()).run(rewards.get("pointwise"), groups)
+    for a, b in zip(clean.results, flaky.results, strict=True):
+        np.testing.assert_array_equal(a.advantage, b.advantage)
+        assert (b.retries, b.judge_calls, b.failures) == (5, 10, 0)
+    assert flaky.stats.judge_batches == 2 and flaky.stats.judge_calls == 20
