@@ -142,6 +142,8 @@ def test_anchor_constructor_requires_an_anchor(calibrated):
     g = make_group([1.0, 2.0, 3.0], anchor=None)
     with pytest.raises(ValueError, match="greedy anchor"):
         calibrated.run(rewards.get("anchor"), [g])
+    with pytest.raises(ValueError, match="greedy anchor"):
+        calibrated.run(rewards.get("double_elim", seeding="anchor"), [g])
     # random-seeded double elimination and round robin need none
     calibrated.run(rewards.get("double_elim"), [g])
     calibrated.run(rewards.get("round_robin"), [g])
