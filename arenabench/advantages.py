@@ -10,7 +10,6 @@ the std of {0, 1/7, …, 1} is 0.327 (population) or 0.350 (ddof=1).
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 EPS = 1e-6  # as verl's GRPO: keeps a zero-variance group at exactly zero advantage
 
@@ -26,19 +25,12 @@ def ranks_from_keys(*keys: np.ndarray) -> np.ndarray:
     if not ranked.any():
         return out
     cols = [np.nan_to_num(np.asarray(k, dtype=float)[ranked], nan=-np.inf) for k in keys]
-    # dense position in the descending lexicographic order, then average over identical keys
-    order = np.lexsort([-c for c in reversed(cols)])
-    tied_id = np.zeros(len(order), dtype=int)
-    for pos in range(1, len(order)):
-        a, b = order[pos - 1], order[pos]
-        same = all(c[a] == c[b] for c in cols)
-        tied_id[pos] = tied_id[pos - 1] + (0 if same else 1)
-    pos_of = np.empty(len(order), dtype=float)
-    pos_of[order] = np.arange(len(order))
-    grp = np.empty(len(order), dtype=int)
-    grp[order] = tied_id
-    mean_pos = np.array([pos_of[grp == k].mean() for k in range(grp.max() + 1)])
-    out[ranked] = mean_pos[grp]
+    order = np.lexsort([-c for c in reversed(cols)])  # best first
+    pos = np.empty(len(order))
+    pos[order] = np.arange(len(order))
+    _, tie = np.unique(np.column_stack(cols), axis=0, return_inverse=True)
+    tie = tie.ravel()
+    out[ranked] = (np.bincount(tie, weights=pos) / np.bincount(tie))[tie]
     return out
 
 
@@ -61,12 +53,3 @@ def standardize(reward: np.ndarray, ddof: int = 0, eps: float = EPS) -> np.ndarr
     r = reward[ok]
     adv[ok] = (r - r.mean()) / (r.std(ddof=ddof) + eps)
     return adv
-
-
-def scores_to_rank(score: np.ndarray) -> np.ndarray:
-    """Ranks from a single score vector (ties averaged); convenience over ``rankdata``."""
-    score = np.asarray(score, dtype=float)
-    out = np.full(len(score), np.nan)
-    ok = ~np.isnan(score)
-    out[ok] = rankdata(-score[ok], method="average") - 1
-    return out

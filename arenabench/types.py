@@ -126,10 +126,6 @@ class PairRequest:
     sample: int = 0
     attempt: int = 0  # retry number; a deterministic judge may ignore it
 
-    @property
-    def key(self) -> tuple[int, int, int, int]:
-        return (content_hash(self.prompt), self.a.key, self.b.key, self.sample)
-
 
 @dataclass(frozen=True)
 class PointRequest:
@@ -137,10 +133,6 @@ class PointRequest:
     traj: Trajectory
     sample: int = 0
     attempt: int = 0
-
-    @property
-    def key(self) -> tuple[int, int, int]:
-        return (content_hash(self.prompt), self.traj.key, self.sample)
 
 
 @dataclass(frozen=True)

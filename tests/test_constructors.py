@@ -147,3 +147,13 @@ def test_anchor_constructor_requires_an_anchor(calibrated):
     # random-seeded double elimination and round robin need none
     calibrated.run(rewards.get("double_elim"), [g])
     calibrated.run(rewards.get("round_robin"), [g])
+
+
+def test_ranks_from_keys_lexicographic_ties_and_unranked():
+    from arenabench.advantages import rank_rewards, ranks_from_keys
+
+    r = ranks_from_keys(np.array([2.0, 1.0, 2.0, np.nan, 1.0]), np.array([0.0, 5.0, 1.0, 9.0, 5.0]))
+    np.testing.assert_array_equal(r[[0, 1, 2, 4]], [1.0, 2.5, 0.0, 2.5])
+    assert np.isnan(r[3])
+    # rewards spread over the 4 ranked entries: 1 - rank/3
+    np.testing.assert_allclose(rank_rewards(r)[[0, 1, 2, 4]], [2 / 3, 1 / 6, 1.0, 1 / 6])

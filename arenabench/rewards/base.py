@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from arenabench.advantages import rank_rewards, scores_to_rank, standardize
+from arenabench.advantages import rank_rewards, ranks_from_keys, standardize
 from arenabench.registry import Registry
 from arenabench.types import ConstructorResult, Group, Match, MatchResult, Score, ScoreResult
 
@@ -38,7 +38,6 @@ class Constructor:
 
     name: ClassVar[str] = "?"
     needs_anchor: ClassVar[bool] = False
-    uses_rank_reward: ClassVar[bool] = True  # reward = 1 − rank/(N−1) (ArenaRL)
 
     votes: int = 1
     ddof: int = 0
@@ -83,7 +82,7 @@ class Constructor:
         flags = list(outcome.flags)
         if outcome.reward is not None:
             reward = np.asarray(outcome.reward, dtype=float)
-            rank = scores_to_rank(reward) if outcome.rank is None else np.asarray(outcome.rank, float)
+            rank = ranks_from_keys(reward) if outcome.rank is None else np.asarray(outcome.rank, float)
         else:
             rank = np.asarray(outcome.rank, dtype=float)
             reward = rank_rewards(rank)

@@ -20,8 +20,6 @@ class Pointwise(Constructor):
     trajectory whose every score request failed is left unranked (advantage 0, flagged).
     """
 
-    uses_rank_reward = False
-
     def play(self, group, rng):
         replies = yield [Score(i, votes=self.votes) for i in range(len(group))]
         score = np.array([r.score for r in replies])
