@@ -44,3 +44,15 @@ def decide(m: MatchResult, x: int, y: int, seed_pos: dict[int, int]) -> tuple[in
         hi, lo = (x, y) if seed_pos[x] < seed_pos[y] else (y, x)
         return hi, lo, "failed_match" if m.failed else "tied_match"
     return w, (y if w == x else x), None
+
+
+def round_pairs(slots: list[int | None]) -> tuple[list[tuple], list[tuple[int, int]]]:
+    """Adjacent slots of a bracket round, and those of them that are real games (no bye)."""
+    pairs = [(slots[k], slots[k + 1]) for k in range(0, len(slots), 2)]
+    return pairs, [(x, y) for x, y in pairs if x is not None and y is not None]
+
+
+def advance(pairs: list[tuple], decided: list[tuple[int, int]]) -> list[int]:
+    """The next round's slots: each game's winner (``decided`` in game order) or the bye holder."""
+    winners = iter(w for w, _ in decided)
+    return [x if y is None else y if x is None else next(winners) for x, y in pairs]

@@ -10,7 +10,7 @@ import numpy as np
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.anchor import anchor_phase
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
-from arenabench.rewards.brackets import decide, seed_order, seeded_slots
+from arenabench.rewards.brackets import advance, decide, round_pairs, seed_order, seeded_slots
 
 SEEDINGS = ("random", "anchor")
 
@@ -76,8 +76,7 @@ class DoubleElim(Constructor):
 
         while len(wb) > 1 or len(lb) > 1:
             wave += 1
-            wb_pairs = [(wb[k], wb[k + 1]) for k in range(0, len(wb), 2)] if len(wb) > 1 else []
-            wb_games = [(x, y) for x, y in wb_pairs if x is not None and y is not None]
+            wb_pairs, wb_games = round_pairs(wb) if len(wb) > 1 else ([], [])
             lb_sorted = sorted(lb, key=pos.__getitem__)
             lb_bye = [lb_sorted.pop(0)] if len(lb_sorted) % 2 else []
             half = len(lb_sorted) // 2
@@ -88,16 +87,8 @@ class DoubleElim(Constructor):
             for _, loser in lb_res:
                 out_wave[loser] = wave
             if wb_pairs:
-                it = iter(wb_res)
-                nxt = []
-                for x, y in wb_pairs:
-                    if x is None or y is None:
-                        nxt.append(y if x is None else x)
-                    else:
-                        w, loser = next(it)
-                        nxt.append(w)
-                        lb.append(loser)
-                wb = nxt
+                wb = advance(wb_pairs, wb_res)
+                lb += [loser for _, loser in wb_res]
         champ = wb[0]
         if lb:  # grand final
             wave += 1

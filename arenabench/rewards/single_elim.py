@@ -10,7 +10,7 @@ import numpy as np
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.anchor import anchor_phase
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
-from arenabench.rewards.brackets import decide, seed_order, seeded_slots
+from arenabench.rewards.brackets import advance, decide, round_pairs, seed_order, seeded_slots
 
 
 @register("seeded_single_elim")
@@ -40,22 +40,17 @@ class SeededSingleElim(Constructor):
         rnd = 0
         while len(alive) > 1:
             rnd += 1
-            pairs = [(alive[k], alive[k + 1]) for k in range(0, len(alive), 2)]
-            games = [(x, y) for x, y in pairs if x is not None and y is not None]
-            results = iter((yield [self.match(x, y) for x, y in games]))
-            nxt = []
-            for x, y in pairs:
-                if x is None or y is None:  # a bye
-                    nxt.append(y if x is None else x)
-                    continue
-                m = next(results)
+            pairs, games = round_pairs(alive)
+            results = yield [self.match(x, y) for x, y in games]
+            decided = []
+            for (x, y), m in zip(games, results, strict=True):
                 history.append(m)
                 w, loser, flag = decide(m, x, y, seed_pos)
                 if flag:
                     flags[flag] += 1
                 depth[loser] = rnd
-                nxt.append(w)
-            alive = nxt
+                decided.append((w, loser))
+            alive = advance(pairs, decided)
         depth[alive[0]] = rnd + 1
         rank = ranks_from_keys(depth, mean_scores(n, history))
         return Outcome(
