@@ -64,6 +64,28 @@ class _GroupState:
     retries: int = 0
 
 
+class _Batch:
+    """The unique requests of one wave for one judge, and which group asked first for each."""
+
+    def __init__(self) -> None:
+        self.reqs: list = []
+        self.owner: list[int] = []
+        self.index: dict[tuple, int] = {}
+
+    def add(self, key: tuple, req, g: int, st: _GroupState, stats: StepStats) -> int:
+        """Index of ``req`` in the batch; a duplicate key is sent once (and paid by its first asker)."""
+        stats.requests += 1
+        idx = self.index.get(key)
+        if idx is None:
+            idx = self.index[key] = len(self.reqs)
+            self.reqs.append(req)
+            self.owner.append(g)
+            st.judge_calls += 1
+        else:
+            stats.dedup_hits += 1
+        return idx
+
+
 def _valid_pair(x) -> str | None:
     """Reason a pairwise reply is unusable, or None."""
     if isinstance(x, JudgeFailure):
@@ -141,11 +163,7 @@ class Engine:
 
     def _wave(self, states: dict[int, _GroupState], groups, stats: StepStats) -> None:
         """Send every pending request of every group: one batch per judge (+ retry batches)."""
-        pair_reqs: list[PairRequest] = []
-        point_reqs: list[PointRequest] = []
-        pair_index: dict[tuple, int] = {}
-        point_index: dict[tuple, int] = {}
-        owner: dict[str, list[int]] = {"pair": [], "point": []}  # group that first asked, per request
+        pairs, points = _Batch(), _Batch()
         # refs[g] = per ask: list of (order, unique index) for pairs, or unique indices for scores
         refs: dict[int, list] = {}
         for g, st in states.items():
@@ -157,49 +175,31 @@ class Engine:
                 if isinstance(ask, Match):
                     orders = [(ask.i, ask.j)] + ([(ask.j, ask.i)] if ask.bidirectional else [])
                     r = []
-                    for o, (a, b) in enumerate(orders):
+                    for o, (x, y) in enumerate(orders):
                         for v in range(ask.votes):
-                            key = (pk, trajs[a].key, trajs[b].key, v)
-                            idx = pair_index.get(key)
-                            stats.requests += 1
-                            if idx is None:
-                                idx = pair_index[key] = len(pair_reqs)
-                                pair_reqs.append(PairRequest(group.prompt, trajs[a], trajs[b], v))
-                                owner["pair"].append(g)
-                                st.judge_calls += 1
-                            else:
-                                stats.dedup_hits += 1
-                            r.append((o, idx))
-                    grefs.append(r)
+                            req = PairRequest(group.prompt, trajs[x], trajs[y], v)
+                            r.append((o, pairs.add((pk, trajs[x].key, trajs[y].key, v), req, g, st, stats)))
                 elif isinstance(ask, Score):
-                    r = []
-                    for v in range(ask.votes):
-                        key = (pk, trajs[ask.i].key, v)
-                        idx = point_index.get(key)
-                        stats.requests += 1
-                        if idx is None:
-                            idx = point_index[key] = len(point_reqs)
-                            point_reqs.append(PointRequest(group.prompt, trajs[ask.i], v))
-                            owner["point"].append(g)
-                            st.judge_calls += 1
-                        else:
-                            stats.dedup_hits += 1
-                        r.append(idx)
-                    grefs.append(r)
+                    t = trajs[ask.i]
+                    r = [
+                        points.add((pk, t.key, v), PointRequest(group.prompt, t, v), g, st, stats)
+                        for v in range(ask.votes)
+                    ]
                 else:
                     raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
+                grefs.append(r)
             refs[g] = grefs
 
         pair_out, pair_retried = self._send(
-            self.judge, "judge_pairs", pair_reqs, _valid_pair, stats, "pairwise"
+            self.judge, "judge_pairs", pairs.reqs, _valid_pair, stats, "pairwise"
         )
         point_out, point_retried = self._send(
-            self.pointwise_judge, "score_points", point_reqs, _valid_point, stats, "pointwise"
+            self.pointwise_judge, "score_points", points.reqs, _valid_point, stats, "pointwise"
         )
-        stats.judge_calls += len(pair_reqs) + len(point_reqs)
-        for kind, retried in (("pair", pair_retried), ("point", point_retried)):
+        stats.judge_calls += len(pairs.reqs) + len(points.reqs)
+        for batch, retried in ((pairs, pair_retried), (points, point_retried)):
             for idx, n in retried.items():  # retries are paid by the group that first asked
-                st = states[owner[kind][idx]]
+                st = states[batch.owner[idx]]
                 st.retries += n
                 st.judge_calls += n
 
