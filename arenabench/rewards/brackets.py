@@ -56,3 +56,17 @@ def advance(pairs: list[tuple], decided: list[tuple[int, int]]) -> list[int]:
     """The next round's slots: each game's winner (``decided`` in game order) or the bye holder."""
     winners = iter(w for w, _ in decided)
     return [x if y is None else y if x is None else next(winners) for x, y in pairs]
+
+
+def play_games(c, games: list[tuple[int, int]], seed_pos: dict[int, int], history: list, flags):
+    """Yield one wave of ``games``; record results in ``history``, tie/failure flags in ``flags``
+    (a Counter); return (winner, loser) per game, ties and failures going to the higher seed."""
+    results = yield [c.match(x, y) for x, y in games]
+    decided = []
+    for (x, y), m in zip(games, results, strict=True):
+        history.append(m)
+        w, loser, flag = decide(m, x, y, seed_pos)
+        if flag:
+            flags[flag] += 1
+        decided.append((w, loser))
+    return decided

@@ -10,7 +10,7 @@ import numpy as np
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.anchor import anchor_phase
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
-from arenabench.rewards.brackets import advance, decide, round_pairs, seed_order, seeded_slots
+from arenabench.rewards.brackets import advance, play_games, round_pairs, seed_order, seeded_slots
 
 SEEDINGS = ("random", "anchor")
 
@@ -63,17 +63,6 @@ class DoubleElim(Constructor):
         lb: list[int] = []
         wave = 0
 
-        def play_games(games):
-            results = yield [self.match(x, y) for x, y in games]
-            decided = []
-            for (x, y), m in zip(games, results, strict=True):
-                history.append(m)
-                w, loser, flag = decide(m, x, y, pos)
-                if flag:
-                    flags[flag] += 1
-                decided.append((w, loser))
-            return decided
-
         while len(wb) > 1 or len(lb) > 1:
             wave += 1
             wb_pairs, wb_games = round_pairs(wb) if len(wb) > 1 else ([], [])
@@ -81,7 +70,7 @@ class DoubleElim(Constructor):
             lb_bye = [lb_sorted.pop(0)] if len(lb_sorted) % 2 else []
             half = len(lb_sorted) // 2
             lb_games = [(lb_sorted[k], lb_sorted[-1 - k]) for k in range(half)]
-            decided = yield from play_games(wb_games + lb_games)
+            decided = yield from play_games(self, wb_games + lb_games, pos, history, flags)
             wb_res, lb_res = decided[: len(wb_games)], decided[len(wb_games) :]
             lb = lb_bye + [w for w, _ in lb_res]
             for _, loser in lb_res:
@@ -92,10 +81,10 @@ class DoubleElim(Constructor):
         champ = wb[0]
         if lb:  # grand final
             wave += 1
-            ((w, loser),) = yield from play_games([(champ, lb[0])])
+            ((w, loser),) = yield from play_games(self, [(champ, lb[0])], pos, history, flags)
             if w != champ and self.grand_final_reset:
                 wave += 1
-                ((w, loser),) = yield from play_games([(champ, lb[0])])
+                ((w, loser),) = yield from play_games(self, [(champ, lb[0])], pos, history, flags)
             out_wave[loser] = wave
             champ = w
         out_wave[champ] = wave + 1

@@ -10,7 +10,7 @@ import numpy as np
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.anchor import anchor_phase
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
-from arenabench.rewards.brackets import advance, decide, round_pairs, seed_order, seeded_slots
+from arenabench.rewards.brackets import advance, play_games, round_pairs, seed_order, seeded_slots
 
 
 @register("seeded_single_elim")
@@ -41,15 +41,9 @@ class SeededSingleElim(Constructor):
         while len(alive) > 1:
             rnd += 1
             pairs, games = round_pairs(alive)
-            results = yield [self.match(x, y) for x, y in games]
-            decided = []
-            for (x, y), m in zip(games, results, strict=True):
-                history.append(m)
-                w, loser, flag = decide(m, x, y, seed_pos)
-                if flag:
-                    flags[flag] += 1
+            decided = yield from play_games(self, games, seed_pos, history, flags)
+            for _, loser in decided:
                 depth[loser] = rnd
-                decided.append((w, loser))
             alive = advance(pairs, decided)
         depth[alive[0]] = rnd + 1
         rank = ranks_from_keys(depth, mean_scores(n, history))
