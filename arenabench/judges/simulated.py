@@ -120,6 +120,12 @@ def _normals(keys: np.ndarray, k: int) -> np.ndarray:
     return r * np.cos(2.0 * np.pi * u[:, k:])
 
 
+def _prompt_keys(requests) -> np.ndarray:
+    """Content hash of each request's prompt, hashed once per distinct prompt in the batch."""
+    memo = {p: content_hash(p) for p in {r.prompt for r in requests}}
+    return np.array([memo[r.prompt] for r in requests], dtype=np.uint64)
+
+
 def true_quality(traj) -> float:
     try:
         return float(traj.meta["quality"])
@@ -157,7 +163,7 @@ class SimulatedJudge:
         if cfg.pair_noise > 0:
             keys = _combine(
                 np.full(len(requests), cfg.seed, dtype=np.uint64),
-                np.array([content_hash(r.prompt) for r in requests], dtype=np.uint64),
+                _prompt_keys(requests),
                 np.array([r.a.key for r in requests], dtype=np.uint64),
                 np.array([r.b.key for r in requests], dtype=np.uint64),
                 np.array([r.sample for r in requests], dtype=np.uint64),
@@ -182,7 +188,7 @@ class SimulatedJudge:
         if cfg.point_noise > 0:
             keys = _combine(
                 np.full(len(requests), cfg.seed ^ 0x5EED, dtype=np.uint64),
-                np.array([content_hash(r.prompt) for r in requests], dtype=np.uint64),
+                _prompt_keys(requests),
                 np.array([r.traj.key for r in requests], dtype=np.uint64),
                 np.array([r.sample for r in requests], dtype=np.uint64),
             )
