@@ -19,7 +19,11 @@ def cmd_list(args) -> int:
     print("reward constructors:")
     for name in rewards.names():
         cls = rewards.REGISTRY.lookup(name)
-        params = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls))
+        params = ", ".join(
+            f"{f.name}={f.default_factory() if f.default is dataclasses.MISSING else f.default!r}"
+            for f in dataclasses.fields(cls)
+            if f.init
+        )
         print(f"  {name:<20} {_doc_line(cls)}")
         print(f"  {'':<20} params: {params}")
     print("judge presets:")

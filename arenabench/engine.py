@@ -94,6 +94,8 @@ def _valid_pair(x) -> str | None:
         return f"bad reply type {type(x).__name__}"
     if not (math.isfinite(x.score_a) and math.isfinite(x.score_b)):
         return "non-finite score"
+    if x.prob_a is not None and not (math.isfinite(x.prob_a) and 0.0 <= x.prob_a <= 1.0):
+        return "probability outside [0, 1]"
     return None
 
 
@@ -124,6 +126,8 @@ class Engine:
         stats = StepStats(groups=len(groups))
         results: list[ConstructorResult | None] = [None] * len(groups)
         states: dict[int, _GroupState] = {}
+        # a constructor may attach references (a reference policy's anchors) before play
+        groups = [constructor.prepare(group, step) for group in groups]
         for g, group in enumerate(groups):
             constructor.validate_group(group)
             rng = np.random.default_rng([self.seed, step, g])
@@ -168,7 +172,7 @@ class Engine:
         refs: dict[int, list] = {}
         for g, st in states.items():
             group = groups[g]
-            trajs = group.trajectories
+            trajs = group.arena
             pk = group.key
             grefs = []
             for ask in st.pending:
@@ -257,6 +261,7 @@ class Engine:
     @staticmethod
     def _match_result(ask: Match, r, pair_out, st: _GroupState) -> MatchResult:
         per_order: list[list[tuple[float, float]]] = [[], []]
+        probs: list[list[float | None]] = [[], []]
         for o, idx in r:
             rep = pair_out[idx]
             if rep is None:
@@ -264,6 +269,8 @@ class Engine:
                 continue
             # order 0 shows (i, j); order 1 shows (j, i): map back to (score_i, score_j)
             per_order[o].append((rep.score_a, rep.score_b) if o == 0 else (rep.score_b, rep.score_a))
+            p = rep.prob_a
+            probs[o].append(None if p is None else (p if o == 0 else 1.0 - p))
         n_orders = 2 if ask.bidirectional else 1
         done = [p for p in per_order[:n_orders] if p]
         samples = per_order[0] + per_order[1]
@@ -274,7 +281,20 @@ class Engine:
         si = scale * sum(sum(a for a, _ in p) / len(p) for p in done)
         sj = scale * sum(sum(b for _, b in p) / len(p) for p in done)
         partial = len(samples) < n_orders * ask.votes
-        return MatchResult(ask.i, ask.j, si, sj, partial=partial, samples=samples)
+        flat = probs[0] + probs[1]
+        prob_i = math.nan
+        if flat and None not in flat:  # mean over orders of each order's mean P(i better)
+            prob_i = float(np.mean([np.mean(p) for p in probs[:n_orders] if p]))
+        return MatchResult(
+            ask.i,
+            ask.j,
+            si,
+            sj,
+            partial=partial,
+            samples=samples,
+            probs=[p for p in flat if p is not None],
+            prob_i=prob_i,
+        )
 
 
 def _with_attempt(req, attempt: int):

@@ -26,15 +26,19 @@ COLUMNS = [
     "spearman",
     "top1",
     "adv_corr",
+    "zero_adv",
 ]
+# Per-group diagnostics some constructors report in ``extra["summary"]``; a row carries the
+# ones its constructor reports (mean over groups), other rows show them as empty.
+SUMMARY_COLUMNS = ["routed", "zero_adv_before", "prob_extreme", "cyclic", "reference_rollouts"]
 FORMATS = ("table", "json", "csv", "markdown")
 
 
 def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
     """Kendall τ-b / Spearman ρ of the constructor's reward vs true quality, top-1 credit
-    (1/k when the true best is among k tied leaders), and Pearson r between the
-    constructor's advantages and oracle GRPO advantages on true quality. A correlation
-    with a constant side (a zero-advantage group) counts as 0: no signal."""
+    (1/k when the true best is among k tied leaders), Pearson r between the constructor's
+    advantages and oracle GRPO advantages on true quality, and whether every advantage is
+    zero. A correlation with a constant side (a zero-advantage group) counts as 0: no signal."""
     score = np.nan_to_num(-res.rank, nan=-np.inf)  # unranked trajectories count as last
     leaders = np.flatnonzero(score == score.max())
     return {
@@ -42,6 +46,7 @@ def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
         "spearman": spearman(score, q),
         "top1": (1.0 / len(leaders)) if int(np.argmax(q)) in leaders else 0.0,
         "adv_corr": pearson(res.advantage, standardize(q)),
+        "zero_adv": float(not np.any(res.advantage)),
     }
 
 
@@ -83,16 +88,23 @@ def run_fidelity(
         rows.append({"constructor": name, "group_size": group_size, **df.mean().to_dict()})
     if bar is not None:
         bar.close()
-    return [{k: row[k] for k in COLUMNS} for row in rows]
+    return [{k: row[k] for k in COLUMNS + SUMMARY_COLUMNS if k in row} for row in rows]
 
 
 def _row(res: ConstructorResult, group: Group) -> dict:
+    summary = res.extra.get("summary", {})
     return {
         "comparisons_per_group": res.comparisons,
         "judge_calls_per_group": res.judge_calls,
         "waves": res.waves,
         **group_metrics(res, qualities(group)),
+        **{k: float(summary[k]) for k in SUMMARY_COLUMNS if k in summary},
     }
+
+
+def columns(rows: list[dict]) -> list[str]:
+    """COLUMNS, then the summary columns any row has."""
+    return COLUMNS + [c for c in SUMMARY_COLUMNS if any(c in r for r in rows)]
 
 
 def format_rows(rows: list[dict], fmt: str = "table") -> str:
@@ -100,17 +112,18 @@ def format_rows(rows: list[dict], fmt: str = "table") -> str:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
     if fmt == "json":
         return json.dumps(rows, indent=2)
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    cols = columns(rows)
+    df = pd.DataFrame(rows, columns=cols)
     if fmt == "csv":
         return df.to_csv(index=False)
     if fmt == "markdown":
         cells = [
-            [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
+            ["" if v != v else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]  # NaN: empty
             for row in df.itertuples(index=False)
         ]
-        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
-    return df.to_string(index=False, float_format=lambda x: f"{x:.3f}")
+    return df.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="")
 
 
 def plot_frontier(rows: list[dict], path: str, title: str | None = None) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from arenabench.types import Group, Trajectory
+from arenabench.types import Group, Trajectory, content_hash
 
 # The fidelity study's default group distribution (logit scale): pointwise scores ≈ 0.85,
 # the "0.8–0.9 band" of ArenaRL's discriminative-collapse example. The judge preset
@@ -12,6 +14,10 @@ from arenabench.types import Group, Trajectory
 QUALITY_MEAN = 1.7
 PROMPT_SPREAD = 0.3
 GROUP_SPREAD = 0.2
+# RLVR view of the same groups: a rollout's final answer is right iff its quality clears the
+# prompt's difficulty τ_g = μ_g + N(0, THRESHOLD_SPREAD). At N = 8 about 60% of groups are
+# then all-right or all-wrong: the zero-advantage groups Reasoning Arena routes to a judge.
+THRESHOLD_SPREAD = 0.5
 
 
 def simulate_groups(
@@ -22,6 +28,7 @@ def simulate_groups(
     quality_mean: float = QUALITY_MEAN,
     prompt_spread: float = PROMPT_SPREAD,
     spread: float = GROUP_SPREAD,
+    threshold_spread: float = THRESHOLD_SPREAD,
     anchor: bool = True,
     length_mean: float = 512.0,
     length_spread: float = 0.3,
@@ -29,12 +36,14 @@ def simulate_groups(
     """Groups of ``group_size`` rollouts: prompt mean μ_g ~ N(quality_mean, prompt_spread),
     quality μ_g + N(0, spread). Index 0 is the greedy anchor when ``anchor``: it sits nearer
     the mode, μ_g + N(0, spread/2). Lengths are log-normal and independent of quality.
+    Each text ends in ``Answer: <a>``, right (``Group.meta["answer"]``) iff quality > τ_g;
+    ``Group.meta["prompt_quality"]`` = μ_g feeds :class:`SimulatedReference`.
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1 (N >= 1); got {group_size}")
     if n_groups < 0:
         raise ValueError(f"n_groups must be >= 0; got {n_groups}")
-    if min(prompt_spread, spread, length_spread) < 0:
+    if min(prompt_spread, spread, length_spread, threshold_spread) < 0:
         raise ValueError("spreads must be >= 0")
     rng = np.random.default_rng(seed)
     groups = []
@@ -46,20 +55,57 @@ def simulate_groups(
         lengths = np.maximum(
             1, np.round(length_mean * np.exp(length_spread * rng.standard_normal(group_size)))
         )
+        tau = mu + threshold_spread * rng.standard_normal()
+        answer = int(rng.integers(10, 1000))
+        wrong = answer + 1 + rng.integers(0, 50, size=group_size)  # never the right answer
         trajs = tuple(
             Trajectory(
                 id=f"s{seed}-g{g}-t{i}",
-                text=f"[seed {seed} group {g} rollout {i}]",
+                text=f"[seed {seed} group {g} rollout {i}] Answer: {answer if q[i] > tau else wrong[i]}",
                 length=int(lengths[i]),
-                meta={"quality": float(q[i]), "greedy": anchor and i == 0},
+                meta={"quality": float(q[i]), "greedy": anchor and i == 0, "correct": bool(q[i] > tau)},
             )
             for i in range(group_size)
         )
         groups.append(
-            Group(prompt=f"[seed {seed} prompt {g}]", trajectories=trajs, anchor=0 if anchor else None)
+            Group(
+                prompt=f"[seed {seed} prompt {g}]",
+                trajectories=trajs,
+                anchor=0 if anchor else None,
+                meta={"prompt_quality": float(mu), "answer": str(answer)},
+            )
         )
     return groups
 
 
 def qualities(group: Group) -> np.ndarray:
     return np.array([t.meta["quality"] for t in group.trajectories], dtype=float)
+
+
+@dataclass
+class SimulatedReference:
+    """A fixed reference policy for simulated prompts: rollouts of quality μ_g + N(0, spread),
+    i.e. the step-0 policy of :func:`simulate_groups`. Deterministic in (seed, prompt,
+    generation), so a stored pool can be regenerated and checked."""
+
+    spread: float = GROUP_SPREAD
+    seed: int = 0
+
+    def generate(self, group: Group, n: int, generation: int = 0) -> list[Trajectory]:
+        mu = group.meta.get("prompt_quality")
+        if mu is None:
+            raise ValueError(
+                "the simulated reference policy needs Group.meta['prompt_quality'] (set by "
+                "sim.simulate_groups); for other groups give the constructor a stored anchor pool"
+            )
+        rng = np.random.default_rng([self.seed, content_hash(group.prompt), generation])
+        q = mu + self.spread * rng.standard_normal(n)
+        return [
+            Trajectory(
+                id=f"ref{generation}-{k}",
+                text=f"[reference gen {generation} rollout {k} for {group.prompt}]",
+                length=512,
+                meta={"quality": float(q[k]), "reference": True},
+            )
+            for k in range(n)
+        ]

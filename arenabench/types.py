@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -37,9 +38,16 @@ class Group:
     prompt: str
     trajectories: tuple[Trajectory, ...]
     anchor: int | None = None
+    # Judged but never rewarded: rollouts of a fixed reference policy (RRC's AGR anchors).
+    # A Match index ``N + k`` names ``references[k]``.
+    references: tuple[Trajectory, ...] = ()
+    # Free-form per-prompt data: a verifier's reference ``answer``, a simulator's hidden
+    # ``prompt_quality``. Not part of equality.
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trajectories", tuple(self.trajectories))
+        object.__setattr__(self, "references", tuple(self.references))
         n = len(self.trajectories)
         if n < 1:
             raise ValueError("a group needs at least one trajectory (N >= 1), got N=0")
@@ -52,6 +60,11 @@ class Group:
     @cached_property
     def key(self) -> int:
         return content_hash(self.prompt)
+
+    @property
+    def arena(self) -> tuple[Trajectory, ...]:
+        """Everything a Match may index: the N rollouts, then the references."""
+        return self.trajectories + self.references
 
 
 # --- what constructors ask the engine for -------------------------------------------------
@@ -96,6 +109,10 @@ class MatchResult:
     failed: bool = False
     partial: bool = False
     samples: list[tuple[float, float]] = field(default_factory=list)
+    # P(i is better), per successful sample (order 1's P(A) mapped to 1 − P(A)) and its
+    # mean over orders; NaN when the judge reports no probabilities.
+    probs: list[float] = field(default_factory=list)
+    prob_i: float = math.nan
 
     @property
     def winner(self) -> int | None:
@@ -137,8 +154,12 @@ class PointRequest:
 
 @dataclass(frozen=True)
 class PairJudgment:
+    """Both sides' scores; ``prob_a`` = the judge's P(A is better) when it exposes one
+    (a logprob-reading LLM judge or a simulated judge) — what RRC's PRC rewards with."""
+
     score_a: float
     score_b: float
+    prob_a: float | None = None
 
 
 @dataclass(frozen=True)

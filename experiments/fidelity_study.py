@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arenabench.fidelity import COLUMNS, format_rows, plot_frontier, run_fidelity
+from arenabench.fidelity import columns, format_rows, plot_frontier, run_fidelity
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         rows += run_fidelity(group_size=n, n_groups=args.groups, judge=args.judge, seed=args.seed)
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    df = pd.DataFrame(rows, columns=columns(rows))
     df.to_csv(out / "fidelity.csv", index=False)
     (out / "fidelity.json").write_text(json.dumps(rows, indent=2) + "\n")
     head = (
@@ -41,7 +41,7 @@ def main() -> None:
     plot_frontier(
         rows, str(out / "fidelity_frontier.png"), title=f"Fidelity per judge call ({args.judge} judge)"
     )
-    print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep=""))
 
 
 if __name__ == "__main__":

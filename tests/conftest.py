@@ -13,7 +13,10 @@ def make_group(quality, anchor=0, prompt="p", lengths=None, texts=None) -> Group
         Trajectory(f"{prompt}-{i}", texts[i], int(lengths[i]), {"quality": float(quality[i])})
         for i in range(n)
     )
-    return Group(prompt, trajs, anchor=anchor)
+    # meta as sim.simulate_groups sets it: the simulated reference policy (rrc_agr) centres
+    # its anchors on prompt_quality; no text states "Answer: 42", so exact_match gives all 0
+    meta = {"prompt_quality": float(quality.mean()), "answer": "42"}
+    return Group(prompt, trajs, anchor=anchor, meta=meta)
 
 
 def random_groups(n, k=1, seed=0, spread=0.2, anchor="random") -> list[Group]:

@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import kendalltau, pearsonr, spearmanr
 
 from arenabench import Group, cli, rewards
-from arenabench.fidelity import COLUMNS, run_fidelity
+from arenabench.fidelity import COLUMNS, SUMMARY_COLUMNS, run_fidelity
 from arenabench.metrics import kendall_tau_b, pearson, spearman
 from arenabench.registry import UnknownNameError
 from arenabench.rewards.brackets import bracket_order, seeded_slots
@@ -73,8 +73,13 @@ def test_fidelity_json_has_the_keys_for_every_constructor(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["constructor"] for r in rows] == rewards.names()
     for r in rows:
-        assert list(r) == COLUMNS
+        assert list(r)[: len(COLUMNS)] == COLUMNS
+        assert set(r) - set(COLUMNS) <= set(SUMMARY_COLUMNS)
         assert r["group_size"] == 5
+    by = {r["constructor"]: r for r in rows}
+    assert set(by["adaptive"]) >= {"routed", "zero_adv_before"}
+    assert "prob_extreme" in by["prc"] and "cyclic" in by["rrc_scr"]
+    assert by["rrc_agr"]["reference_rollouts"] == 4  # each prompt's pool made once
 
 
 def test_fidelity_noiseless_is_perfect_and_counts_are_exact():

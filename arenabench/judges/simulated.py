@@ -9,6 +9,8 @@ answer, and a new ``sample`` index gives a fresh independent draw):
   Normal(0, σ/√2), so ``P(A beats B) = Φ(Δq/σ)``; with ``"bradley_terry"`` it is
   Gumbel(0, σ), whose difference is Logistic(0, σ), so ``P(A beats B) = sigmoid(Δq/σ)``.
   Position bias adds to the first slot; length bias adds ``length_bias·log(len/512)``.
+  The judge also reports ``P(A better) = sigmoid(prob_slope·(q_eff,A − q_eff,B))`` (its
+  "probability of A" token); a large slope models chain-of-thought saturation.
   The comparison keeps its resolution at any quality level: a comparative judge has a
   reference point.
 * **pointwise**: ``sigmoid(q + length term) + Normal(0, point_noise)`` clipped to [0, 1].
@@ -31,6 +33,7 @@ from arenabench.registry import unknown_message
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, content_hash
 
 NOISE_MODELS = ("thurstone", "bradley_terry")
+COT_SLOPE = 55.0  # see the ``cot`` preset
 LENGTH_REF = 512.0
 
 
@@ -41,6 +44,9 @@ class SimulatedJudgeConfig:
     position_bias: float = 0.0  # latent units added to the first slot
     length_bias: float = 0.0  # latent units per unit of log(length / 512)
     point_noise: float = 0.02  # std of pointwise score noise on the 0–1 scale
+    # P(A better) = sigmoid(prob_slope · judged latent difference). 1.7/σ ≈ 11 is what a
+    # calibrated Thurstone judge would say; chain-of-thought judges commit and saturate.
+    prob_slope: float = 11.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -52,6 +58,8 @@ class SimulatedJudgeConfig:
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0; got {v!r}")
+        if not (math.isfinite(self.prob_slope) and self.prob_slope >= 0):
+            raise ValueError(f"prob_slope must be a finite number >= 0; got {self.prob_slope!r}")
         for name in ("position_bias", "length_bias"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite; got {getattr(self, name)!r}")
@@ -70,6 +78,17 @@ PRESETS: dict[str, dict] = {
     ),
     "bradley_terry": dict(
         pair_noise=0.1, noise_model="bradley_terry", position_bias=0.05, length_bias=0.05, point_noise=0.02
+    ),
+    # ``calibrated`` with a chain-of-thought judge's saturated P(A): prob_slope is tuned so
+    # that, candidates vs the greedy reference on the default groups, ≈ 88% of probabilities
+    # fall in [0, 0.1] ∪ [0.9, 1] (RRC measured 88.3%); verdicts and scores are unchanged.
+    "cot": dict(
+        pair_noise=0.15,
+        noise_model="thurstone",
+        position_bias=0.05,
+        length_bias=0.05,
+        point_noise=0.02,
+        prob_slope=COT_SLOPE,
     ),
 }
 
@@ -175,8 +194,9 @@ class SimulatedJudge:
             ea, eb = z[:, 0], z[:, 1]
         sa = qa + ea + cfg.position_bias + self._length_term(la)
         sb = qb + eb + self._length_term(lb)
+        pa = 1.0 / (1.0 + np.exp(-cfg.prob_slope * (sa - sb)))
         sa, sb = 10.0 / (1.0 + np.exp(-sa)), 10.0 / (1.0 + np.exp(-sb))
-        return [PairJudgment(float(a), float(b)) for a, b in zip(sa, sb, strict=True)]
+        return [PairJudgment(float(a), float(b), float(p)) for a, b, p in zip(sa, sb, pa, strict=True)]
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
         if not requests:

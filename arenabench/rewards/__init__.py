@@ -1,6 +1,17 @@
 """Reward constructors, registered by name: ``arenabench.rewards.get("seeded_single_elim")``."""
 
-from arenabench.rewards import anchor, double_elim, pointwise, round_robin, single_elim, swiss  # noqa: F401
+from arenabench.rewards import (  # noqa: F401  (importing registers)
+    adaptive,
+    anchor,
+    double_elim,
+    pointwise,
+    reasoning_arena,
+    round_robin,
+    rrc,
+    single_elim,
+    swiss,
+    writing_zero,
+)
 from arenabench.rewards.base import REGISTRY, Constructor, Outcome, register
 
 

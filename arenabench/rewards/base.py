@@ -55,6 +55,10 @@ class Constructor:
     def play(self, group: Group, rng: np.random.Generator) -> Generator[Asks, Replies, Outcome]:
         raise NotImplementedError
 
+    def prepare(self, group: Group, step: int) -> Group:
+        """The group the engine judges; AGR attaches its reference-policy anchors here."""
+        return group
+
     # -- shared --------------------------------------------------------------------------------
 
     def validate_group(self, group: Group) -> None:

@@ -1,0 +1,186 @@
+"""RRC's constructors: SCR (all pairs, majority vote), AGR (vs a fixed reference policy's
+anchors), the CARA repair of cyclic preferences, and the PRC baseline they replace.
+
+A "vote" is one judge sample in one order: a Match with ``votes=V`` yields 2V samples
+(V per order), and a sample goes to the side with the higher score (½ each on equal
+scores). A pair's outcome is its majority: 1, ½ (split vote) or 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from itertools import combinations
+
+import numpy as np
+
+from arenabench.aggregation import kemeny_greedy, order_wins
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
+from arenabench.types import Group, MatchResult
+
+
+def votes_for(m: MatchResult) -> tuple[float, float] | None:
+    """(votes for i, votes for j) over the match's successful samples; None if it failed."""
+    if m.failed or not m.samples:
+        return None
+    vi = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in m.samples)
+    return vi, len(m.samples) - vi
+
+
+def majority(vi: float, vj: float) -> float:
+    return 1.0 if vi > vj else 0.5 if vi == vj else 0.0
+
+
+def three_cycles(W: np.ndarray) -> int:
+    """Directed 3-cycles of the strict-majority graph (trace(M³)/3): intransitive triples."""
+    M = (W > W.T).astype(np.int64)
+    return int(np.trace(M @ M @ M)) // 3
+
+
+def _check_alpha(c) -> None:
+    if not (isinstance(c.alpha, int | float) and math.isfinite(c.alpha) and c.alpha > 0):
+        raise ValueError(f"{c.name}: alpha must be a finite number > 0; got {c.alpha!r}")
+
+
+@register("rrc_scr")
+@dataclass
+class RRCSCR(Constructor):
+    """Self-comparison: all N(N−1)/2 pairs, majority over the 2V samples of each; reward
+    α·(pair wins), a split vote counting ½. With ``cara`` the pairwise vote matrix is
+    repaired into one order by the greedy weighted-Kemeny heuristic and the reward is α·(its
+    win counts, N−1 … 0), so cyclic preferences cannot cancel out. A failed pair gives no
+    win to either side (flagged); under CARA it carries no weight.
+    """
+
+    alpha: float = 0.1
+    cara: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_alpha(self)
+
+    def play(self, group, rng):
+        if why := self.trivial(group):
+            return trivial_outcome(group, why)
+        n = len(group)
+        results = yield [self.match(i, j) for i, j in combinations(range(n), 2)]
+        W = np.zeros((n, n))
+        wins = np.zeros(n)
+        failed = 0
+        for m in results:
+            v = votes_for(m)
+            if v is None:
+                failed += 1
+                continue
+            W[m.i, m.j], W[m.j, m.i] = v
+            o = majority(*v)
+            wins[m.i] += o
+            wins[m.j] += 1.0 - o
+        cycles = three_cycles(W)
+        extra = {
+            "votes": W,
+            "pair_wins": wins.copy(),
+            "cycles": cycles,
+            "summary": {"cyclic": float(cycles > 0)},
+        }
+        if self.cara:
+            order, cost = kemeny_greedy(W)
+            wins = order_wins(order)
+            extra.update(kemeny_order=order, kemeny_disagreement=cost)
+        flags = [f"failed_matches:{failed}"] if failed else []
+        return Outcome(reward=self.alpha * wins, flags=flags, extra=extra)
+
+
+@register("rrc_agr")
+@dataclass
+class RRCAGR(Constructor):
+    """Anchor-guided: each rollout vs the ``n_anchors`` anchors of a **fixed reference
+    policy** (``reference``, a registered policy), majority over 2V samples per pair; reward
+    α·(wins over anchors). Anchors live in an :class:`AnchorPool` — generated once per
+    prompt, reused every step (cost counted once: ``extra["summary"]["reference_rollouts"]``),
+    regenerated every ``refresh_every`` steps if > 0, stored at ``pool_path`` if given. A
+    failed pair is no win (flagged). Replace ``pool`` to use precomputed anchors.
+    """
+
+    alpha: float = 0.1
+    n_anchors: int = 4
+    refresh_every: int = 0
+    reference: str = "simulated"
+    pool_path: str | None = None
+    pool: AnchorPool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_alpha(self)
+        self.pool = AnchorPool(
+            REFERENCE_POLICIES.get(self.reference), self.n_anchors, self.refresh_every, self.pool_path
+        )
+
+    def prepare(self, group: Group, step: int) -> Group:
+        before = self.pool.generated
+        anchors = self.pool.anchors(group, step)
+        return replace(
+            group, references=anchors, meta={**group.meta, "reference_rollouts": self.pool.generated - before}
+        )
+
+    def play(self, group, rng):
+        cost = {"summary": {"reference_rollouts": group.meta.get("reference_rollouts", 0)}}
+        if why := self.trivial(group):
+            out = trivial_outcome(group, why)
+            out.extra.update(cost)
+            return out
+        n, k = len(group), len(group.references)
+        results = yield [self.match(i, n + a) for i in range(n) for a in range(k)]
+        wins = np.zeros(n)
+        failed = 0
+        for m in results:
+            v = votes_for(m)
+            if v is None:
+                failed += 1
+                continue
+            wins[m.i] += majority(*v)
+        flags = [f"failed_matches:{failed}"] if failed else []
+        return Outcome(reward=self.alpha * wins, flags=flags, extra={"anchor_wins": wins, **cost})
+
+
+@register("prc")
+@dataclass
+class PRC(Constructor):
+    """Probability reward: the judge's P(candidate beats the greedy reference), averaged
+    over both orders; the reference itself gets ½ (what mirroring gives it against itself).
+    Needs a judge that reports P(A) (``PairJudgment.prob_a``). Under chain-of-thought those
+    probabilities saturate near 0 and 1 — ``extra`` holds their 10-bucket histogram and
+    ``summary["prob_extreme"]``, the share in [0, 0.1] ∪ [0.9, 1]. A failed comparison
+    leaves that candidate unranked (flagged).
+    """
+
+    needs_anchor = True
+
+    def play(self, group, rng):
+        if why := self.trivial(group):
+            return trivial_outcome(group, why)
+        a = group.anchor
+        results = yield [self.match(i, a) for i in range(len(group)) if i != a]
+        reward = np.full(len(group), np.nan)
+        reward[a] = 0.5
+        probs: list[float] = []
+        failed = 0
+        for m in results:
+            if m.failed:
+                failed += 1
+                continue
+            if math.isnan(m.prob_i):
+                raise ValueError(
+                    "prc needs a judge that reports P(A is better) (PairJudgment.prob_a); this judge "
+                    "returns scores only"
+                )
+            reward[m.i] = m.prob_i
+            probs += m.probs
+        p = np.asarray(probs)
+        hist = np.histogram(p, bins=10, range=(0.0, 1.0))[0]
+        extreme = float(np.mean((p <= 0.1) | (p >= 0.9))) if len(p) else math.nan
+        flags = [f"failed_matches:{failed}"] if failed else []
+        return Outcome(
+            reward=reward, flags=flags, extra={"prob_hist": hist, "summary": {"prob_extreme": extreme}}
+        )

@@ -1,0 +1,35 @@
+"""Writing-Zero's bootstrapped pairwise reward: each rollout vs one random peer, ±1."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+
+
+@register("writing_zero")
+@dataclass
+class WritingZero(Constructor):
+    """Each rollout is compared with one reference drawn uniformly from the *other* rollouts
+    of its group: +1 for a win, −1 for a loss, 0 for a tie; N comparisons in one wave (a
+    pair drawn twice is judged once). A failed comparison leaves the rollout unranked.
+    """
+
+    def play(self, group, rng):
+        if why := self.trivial(group):
+            return trivial_outcome(group, why)
+        n = len(group)
+        ref = (np.arange(n) + 1 + rng.integers(0, n - 1, size=n)) % n  # never itself
+        results = yield [self.match(i, int(ref[i])) for i in range(n)]
+        reward = np.full(n, np.nan)
+        failed = 0
+        for m in results:
+            if m.failed:
+                failed += 1
+                continue
+            w = m.winner
+            reward[m.i] = 0.0 if w is None else (1.0 if w == m.i else -1.0)
+        flags = [f"failed_matches:{failed}"] if failed else []
+        return Outcome(reward=reward, flags=flags, extra={"reference": ref})
