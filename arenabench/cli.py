@@ -37,7 +37,7 @@ def _constructor_list(text: str | None) -> list[str] | None:
         return None
     names = [s.strip() for s in text.split(",") if s.strip()]
     for n in names:
-        rewards.REGISTRY.lookup(n)  # one clear error for a bad name
+        rewards.from_spec(n)  # one clear error for a bad name or parameter
     return names
 
 
@@ -68,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="registered constructors and judge presets").set_defaults(fn=cmd_list)
     f = sub.add_parser("fidelity", help="rank fidelity of constructors on simulated groups")
-    f.add_argument("--constructors", help="comma-separated names (default: all registered)")
+    f.add_argument(
+        "--constructors",
+        help="comma-separated names or name:key=value specs, e.g. rrc_scr:cara=true (default: all)",
+    )
     f.add_argument("--group-size", "-N", type=int, default=8)
     f.add_argument("--groups", "-G", type=int, default=500)
     f.add_argument("--judge", default="calibrated", help=f"judge preset: {', '.join(judges.presets())}")

@@ -59,10 +59,10 @@ def run_fidelity(
     chunk: int = 64,
     progress: bool = True,
 ) -> list[dict]:
-    """One row per constructor. Groups are run ``chunk`` at a time (like K prompts of a
-    training step), all in lockstep through one engine."""
+    """One row per constructor (a name or a ``name:key=value`` spec). Groups are run ``chunk``
+    at a time (like K prompts of a training step), all in lockstep through one engine."""
     names = list(constructors) if constructors else rewards.names()
-    built = [rewards.get(n) for n in names]  # fail fast on a bad name
+    built = [rewards.from_spec(n) for n in names]  # fail fast on a bad name or parameter
     if group_size < 1:
         raise ValueError(f"group size must be >= 1 (N >= 1); got {group_size}")
     if n_groups < 1:
@@ -127,16 +127,19 @@ def format_rows(rows: list[dict], fmt: str = "table") -> str:
 
 
 def plot_frontier(rows: list[dict], path: str, title: str | None = None) -> None:
-    """Kendall τ vs judge calls per group, one point per constructor (and group size)."""
+    """Kendall τ vs judge calls per group, one panel per group size, a labelled point per
+    constructor."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
     df = pd.DataFrame(rows)
-    for n, sub in df.groupby("group_size"):
-        ax.plot(sub["judge_calls_per_group"], sub["kendall_tau"], "o", label=f"N={n}")
+    sizes = sorted(df["group_size"].unique())
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 5), sharey=True, squeeze=False)
+    for ax, n in zip(axes[0], sizes, strict=True):
+        sub = df[df["group_size"] == n]
+        ax.plot(sub["judge_calls_per_group"], sub["kendall_tau"], "o")
         for _, r in sub.iterrows():
             ax.annotate(
                 r["constructor"],
@@ -145,12 +148,12 @@ def plot_frontier(rows: list[dict], path: str, title: str | None = None) -> None
                 xytext=(3, 3),
                 textcoords="offset points",
             )
-    ax.set_xscale("log")
-    ax.set_xlabel("judge calls per group (log)")
-    ax.set_ylabel("Kendall τ vs true order")
-    ax.set_title(title or "Fidelity per judge call")
-    ax.grid(alpha=0.3)
-    ax.legend()
+        ax.set_xscale("log")
+        ax.set_xlabel("judge calls per group (log)")
+        ax.set_title(f"N = {n}")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("Kendall τ vs true order")
+    fig.suptitle(title or "Fidelity per judge call")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,4 +1,4 @@
-"""The main demo: the fidelity study for every constructor at N ∈ {4, 8, 16}.
+"""The main demo: the fidelity study for every constructor (+ a few variants) at N ∈ {4, 8, 16}.
 
 Writes results/fidelity.{md,csv,json} and results/fidelity_frontier.png.
 Run: ``make demo`` (or ``python experiments/fidelity_study.py --out results``).
@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from arenabench import rewards
 from arenabench.fidelity import columns, format_rows, plot_frontier, run_fidelity
+
+# configured variants the study reports next to every registered constructor's defaults
+VARIANTS = ["rrc_scr:cara=true", "double_elim:seeding=anchor"]
 
 
 def main() -> None:
@@ -27,8 +31,9 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+    specs = rewards.names() + VARIANTS
     for n in (int(s) for s in args.sizes.split(",")):
-        rows += run_fidelity(group_size=n, n_groups=args.groups, judge=args.judge, seed=args.seed)
+        rows += run_fidelity(specs, group_size=n, n_groups=args.groups, judge=args.judge, seed=args.seed)
     df = pd.DataFrame(rows, columns=columns(rows))
     df.to_csv(out / "fidelity.csv", index=False)
     (out / "fidelity.json").write_text(json.dumps(rows, indent=2) + "\n")

@@ -42,16 +42,17 @@ FAMILIES = {"votes": votes_instance, "uniform": uniform_instance}
 
 def measure(family: str, n: int, instances: int, seed: int) -> dict:
     rng = np.random.default_rng([seed, n, list(FAMILIES).index(family)])
-    gaps, secs = [], []
+    gaps, borda_gaps, secs = [], [], []
     for _ in range(instances):
         W = FAMILIES[family](rng, n)
         t0 = time.perf_counter()
         _, exact = kemeny_exact(W)
         secs.append(time.perf_counter() - t0)
-        _, greedy = kemeny_greedy(W)
-        assert greedy >= exact - 1e-9
-        gaps.append((greedy - exact) / exact if exact > 0 else 0.0)
-    gaps = np.array(gaps)
+        for out, tiebreak in ((gaps, None), (borda_gaps, W.sum(1))):  # plain, and as CARA calls it
+            _, greedy = kemeny_greedy(W, tiebreak=tiebreak)
+            assert greedy >= exact - 1e-9
+            out.append((greedy - exact) / exact if exact > 0 else 0.0)
+    gaps, borda_gaps = np.array(gaps), np.array(borda_gaps)
     return {
         "family": family,
         "n": n,
@@ -59,6 +60,8 @@ def measure(family: str, n: int, instances: int, seed: int) -> dict:
         "mean_gap": float(gaps.mean()),
         "worst_gap": float(gaps.max()),
         "greedy_optimal": float(np.mean(gaps <= 1e-12)),
+        "borda_mean_gap": float(borda_gaps.mean()),
+        "borda_worst_gap": float(borda_gaps.max()),
         "exact_seconds": float(np.mean(secs)),
     }
 
@@ -80,10 +83,12 @@ def main() -> None:
         f"command: `python experiments/kemeny_gap.py --instances {args.instances} --seed {args.seed} "
         f"--out {args.out}`; gap = (greedy − exact) / exact (0 when exact = 0); "
         f"votes: V = {VOTES} Bradley-Terry judge votes per pair, uniform: W ~ U(0, 1); "
+        f"borda_*: equal margins broken by total votes (as CARA calls it); "
         f"{args.instances} instances per row; total {time.perf_counter() - t0:.1f} s; "
         f"python {platform.python_version()}.\n\n"
     )
-    cols = ["family", "n", "instances", "mean_gap", "worst_gap", "greedy_optimal", "exact_ms"]
+    cols = ["family", "n", "instances", "mean_gap", "worst_gap", "greedy_optimal"]
+    cols += ["borda_mean_gap", "borda_worst_gap", "exact_ms"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = [
@@ -93,6 +98,8 @@ def main() -> None:
             f"{r['mean_gap']:.4f}",
             f"{r['worst_gap']:.4f}",
             f"{r['greedy_optimal']:.3f}",
+            f"{r['borda_mean_gap']:.4f}",
+            f"{r['borda_worst_gap']:.4f}",
             f"{r['exact_seconds'] * 1e3:.2f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -98,13 +98,17 @@ def kemeny_exact(W) -> tuple[np.ndarray, float]:
     return order, disagreement(W, order)
 
 
-def kemeny_greedy(W) -> tuple[np.ndarray, float]:
+def kemeny_greedy(W, tiebreak=None) -> tuple[np.ndarray, float]:
     """Davenport & Kalagnanam greedy Kemeny order, the heuristic RRC's CARA uses at any n.
 
-    Pairs are taken by decreasing margin ``|W[i, j] − W[j, i]|`` (ties by (i, j)); each is fixed in
-    its majority direction unless the transitive closure of the relations fixed so far already
-    implies it or it would close a cycle (then rejected). Pairs with equal weights still undecided
-    at the end are fixed as i before j (i < j). The closure is then a total order.
+    Pairs are taken by decreasing margin ``|W[i, j] − W[j, i]|``; each is fixed in its majority
+    direction unless the transitive closure of the relations fixed so far already implies it or
+    it would close a cycle (then rejected). Pairs with equal weights still undecided at the end
+    are fixed by ``tiebreak`` (a score per item, higher first), else as i before j (i < j).
+    Equal margins are taken by decreasing ``|tiebreak_i − tiebreak_j|``, then (i, j). The
+    method leaves both choices open; with few votes most margins tie, and a score tie-break
+    (CARA passes each item's total votes, its Borda count) is worth +0.06 Kendall τ over index
+    order at N = 8, V = 1 in our fidelity study. The closure is then a total order.
 
     The output is swap-optimal: every adjacent pair agrees with its majority (or is tied). A
     relation implied by the closure, or a rejected one (j→i rejected because a path i→k→j
@@ -114,6 +118,9 @@ def kemeny_greedy(W) -> tuple[np.ndarray, float]:
     """
     W = _check_weights(W)
     n = len(W)
+    key = np.zeros(n) if tiebreak is None else np.asarray(tiebreak, dtype=float)
+    if key.shape != (n,) or not np.all(np.isfinite(key)):
+        raise ValueError(f"tiebreak must be {n} finite scores, one per item; got shape {key.shape}")
     reach = np.zeros((n, n), dtype=bool)  # reach[a, b]: a is fixed before b
 
     def fix(a: int, b: int) -> None:
@@ -123,16 +130,18 @@ def kemeny_greedy(W) -> tuple[np.ndarray, float]:
         below[b] = True
         reach[np.ix_(above, below)] = True
 
-    iu, ju = np.triu_indices(n, 1)
+    iu, ju = np.triu_indices(n, 1)  # (i, j)-lexicographic
     margin = W[iu, ju] - W[ju, iu]
-    for p in np.argsort(-np.abs(margin), kind="stable"):  # triu order is (i, j)-lexicographic
+    gap = np.abs(key[iu] - key[ju])
+    for p in np.lexsort((-gap, -np.abs(margin))):  # stable: equal keys stay in (i, j) order
         if margin[p] == 0:
             break
         a, b = (iu[p], ju[p]) if margin[p] > 0 else (ju[p], iu[p])
         if not reach[a, b] and not reach[b, a]:
             fix(a, b)
-    for i, j in zip(iu, ju, strict=True):  # tied pairs left undecided: index order
+    for p in np.argsort(-gap, kind="stable"):  # tied pairs left undecided
+        i, j = iu[p], ju[p]
         if not reach[i, j] and not reach[j, i]:
-            fix(i, j)
+            fix(*((j, i) if key[j] > key[i] else (i, j)))
     order = np.argsort(-reach.sum(1), kind="stable").astype(int)
     return order, disagreement(W, order)

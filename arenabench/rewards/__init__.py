@@ -24,4 +24,19 @@ def names() -> list[str]:
     return REGISTRY.names()
 
 
-__all__ = ["Constructor", "Outcome", "REGISTRY", "get", "names", "register"]
+def from_spec(spec: str) -> Constructor:
+    """``"name"`` or ``"name:key=value:key=value"`` (values parsed as YAML), e.g.
+    ``rrc_scr:cara=true`` — how the CLI and the fidelity study name a configured variant."""
+    import yaml
+
+    name, *parts = spec.strip().split(":")
+    params = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"bad constructor spec {spec!r}: write name:key=value[:key=value...]")
+        params[key.strip()] = yaml.safe_load(value)
+    return REGISTRY.get(name.strip(), **params)
+
+
+__all__ = ["Constructor", "Outcome", "REGISTRY", "from_spec", "get", "names", "register"]

@@ -48,8 +48,9 @@ def _check_alpha(c) -> None:
 class RRCSCR(Constructor):
     """Self-comparison: all N(N−1)/2 pairs, majority over the 2V samples of each; reward
     α·(pair wins), a split vote counting ½. With ``cara`` the pairwise vote matrix is
-    repaired into one order by the greedy weighted-Kemeny heuristic and the reward is α·(its
-    win counts, N−1 … 0), so cyclic preferences cannot cancel out. A failed pair gives no
+    repaired into one order by the greedy weighted-Kemeny heuristic (equal margins broken by
+    each trajectory's total votes) and the reward is α·(its win counts, N−1 … 0), so cyclic
+    preferences cannot cancel out. A failed pair gives no
     win to either side (flagged); under CARA it carries no weight.
     """
 
@@ -85,7 +86,7 @@ class RRCSCR(Constructor):
             "summary": {"cyclic": float(cycles > 0)},
         }
         if self.cara:
-            order, cost = kemeny_greedy(W)
+            order, cost = kemeny_greedy(W, tiebreak=W.sum(1))  # equal margins: Borda count
             wins = order_wins(order)
             extra.update(kemeny_order=order, kemeny_disagreement=cost)
         flags = [f"failed_matches:{failed}"] if failed else []
