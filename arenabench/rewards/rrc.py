@@ -32,6 +32,23 @@ def majority(vi: float, vj: float) -> float:
     return 1.0 if vi > vj else 0.5 if vi == vj else 0.0
 
 
+def tally(size: int, results) -> tuple[np.ndarray, np.ndarray, int]:
+    """Vote matrix (W[i, j] = votes for i over j), majority wins per index, failed matches."""
+    W = np.zeros((size, size))
+    wins = np.zeros(size)
+    failed = 0
+    for m in results:
+        v = votes_for(m)
+        if v is None:
+            failed += 1
+            continue
+        W[m.i, m.j], W[m.j, m.i] = v
+        o = majority(*v)
+        wins[m.i] += o
+        wins[m.j] += 1.0 - o
+    return W, wins, failed
+
+
 def three_cycles(W: np.ndarray) -> int:
     """Directed 3-cycles of the strict-majority graph (trace(M³)/3): intransitive triples."""
     M = (W > W.T).astype(np.int64)
@@ -66,18 +83,7 @@ class RRCSCR(Constructor):
             return trivial_outcome(group, why)
         n = len(group)
         results = yield [self.match(i, j) for i, j in combinations(range(n), 2)]
-        W = np.zeros((n, n))
-        wins = np.zeros(n)
-        failed = 0
-        for m in results:
-            v = votes_for(m)
-            if v is None:
-                failed += 1
-                continue
-            W[m.i, m.j], W[m.j, m.i] = v
-            o = majority(*v)
-            wins[m.i] += o
-            wins[m.j] += 1.0 - o
+        W, wins, failed = tally(n, results)
         cycles = three_cycles(W)
         extra = {
             "votes": W,
@@ -133,14 +139,8 @@ class RRCAGR(Constructor):
             return out
         n, k = len(group), len(group.references)
         results = yield [self.match(i, n + a) for i in range(n) for a in range(k)]
-        wins = np.zeros(n)
-        failed = 0
-        for m in results:
-            v = votes_for(m)
-            if v is None:
-                failed += 1
-                continue
-            wins[m.i] += majority(*v)
+        _, wins, failed = tally(n + k, results)
+        wins = wins[:n]  # the anchors' own tallies are not rewarded
         flags = [f"failed_matches:{failed}"] if failed else []
         return Outcome(reward=self.alpha * wins, flags=flags, extra={"anchor_wins": wins, **cost})
 
