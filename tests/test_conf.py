@@ -25,6 +25,17 @@ def test_reward_conf_matches_constructor(name):
     assert rewards.get(name, **params) == rewards.get(name)
 
 
+VARIANTS = sorted(p.stem for p in (CONF / "reward").glob("*.yaml") if p.stem not in rewards.names())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_reward_variants_build(variant):
+    """Extra reward files (e.g. rrc_scr_cara) name a registered constructor and valid params."""
+    cfg = yaml.safe_load((CONF / "reward" / f"{variant}.yaml").read_text())
+    c = rewards.get(cfg.pop("name"), **cfg)
+    assert c != type(c)()  # a variant differs from the defaults
+
+
 @pytest.mark.parametrize("preset", judges.presets())
 def test_judge_conf_builds_the_preset(preset):
     cfg = yaml.safe_load((CONF / "judge" / f"{preset}.yaml").read_text())

@@ -27,6 +27,7 @@ class Adaptive(Constructor):
     verifier: str = "exact_match"
     tournament: str = "reasoning_arena_live"
     tournament_params: dict[str, Any] = field(default_factory=dict)
+    route: bool = True  # False: verifier rewards for every group (plain RLVR, the baseline)
     _verify: Any = field(init=False, repr=False, compare=False)
     _inner: Constructor = field(init=False, repr=False, compare=False)
 
@@ -39,7 +40,7 @@ class Adaptive(Constructor):
 
     def prepare(self, group: Group, step: int) -> Group:
         r = self._verify(group)
-        routed = len(group) > 1 and bool(np.all(r == r[0]))
+        routed = self.route and len(group) > 1 and bool(np.all(r == r[0]))
         inner = self._inner.prepare(group, step) if routed else group
         return replace(inner, meta={**inner.meta, _ROUTED: routed, "verifier_reward": r})
 
@@ -52,7 +53,7 @@ class Adaptive(Constructor):
             return trivial_outcome(group, why)
         r = group.meta["verifier_reward"]
         routed = group.meta[_ROUTED]
-        summary = {"routed": float(routed), "zero_adv_before": float(len(group) < 2 or routed)}
+        summary = {"routed": float(routed), "zero_adv_before": float(len(group) < 2 or bool(np.all(r == r[0])))}
         if not routed:
             return Outcome(reward=r, extra={"verifier_reward": r, "summary": summary})
         out = yield from self._inner.play(group, rng)

@@ -1,0 +1,48 @@
+"""Discriminative-collapse diagnostics: how much of a pointwise judge's spread is signal.
+
+σ_group is the mean in-group std of pointwise scores (what GRPO divides by); σ_noise is the
+std of re-judging the *same* trajectory (fresh judge samples). SNR = σ_group/σ_noise: when it
+nears 1, GRPO's (r − μ)/σ mostly standardizes judge noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from arenabench.types import Group, JudgeFailure, PointRequest
+
+
+def pointwise_snr(
+    judge, groups: Sequence[Group], rng: np.random.Generator, probe_size: int = 8, repeats: int = 4
+) -> dict[str, float]:
+    """σ_group over every trajectory of ``groups`` (sample 0) and σ_noise from ``repeats`` fresh
+    samples of ``probe_size`` random trajectories; failed scores are left out (counted).
+    Returns sigma_group, sigma_noise, snr, probe_calls, probe_failures. Sample indices start
+    at 1000 so probes never coincide with a constructor's own votes."""
+    if not hasattr(judge, "score_points") or not groups:
+        return {"sigma_group": math.nan, "sigma_noise": math.nan, "snr": math.nan, "probe_calls": 0}
+    reqs = [PointRequest(g.prompt, t, 1000) for g in groups for t in g.trajectories]
+    flat = [(g, t) for g in groups for t in g.trajectories]
+    pick = rng.choice(len(flat), size=min(probe_size, len(flat)), replace=False)
+    reqs += [PointRequest(flat[i][0].prompt, flat[i][1], 1001 + r) for i in pick for r in range(repeats)]
+    out = judge.score_points(reqs)
+    vals = np.array([math.nan if isinstance(x, JudgeFailure) else float(x) for x in out])
+    failures = int(np.isnan(vals).sum())
+    n_main = len(flat)
+    sizes = np.cumsum([0] + [len(g) for g in groups])
+    with np.errstate(invalid="ignore"):
+        per_group = [np.nanstd(vals[a:b]) for a, b in zip(sizes[:-1], sizes[1:], strict=True) if b - a > 1]
+        rep = vals[n_main:].reshape(len(pick), repeats)
+        per_traj = np.nanstd(rep, axis=1, ddof=1) if repeats > 1 else np.full(len(pick), math.nan)
+    sg = float(np.nanmean(per_group)) if per_group else math.nan
+    sn = float(np.nanmean(per_traj)) if len(per_traj) else math.nan
+    return {
+        "sigma_group": sg,
+        "sigma_noise": sn,
+        "snr": sg / sn if sn and sn > 0 else math.nan,
+        "probe_calls": len(reqs),
+        "probe_failures": failures,
+    }

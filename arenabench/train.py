@@ -1,0 +1,73 @@
+"""``arenabench-train`` / ``python -m arenabench.train``: the hydra app over ``conf/``.
+
+One job = one MLflow run (params = the resolved config flattened to dotted override keys;
+tags = constructor, setting, seed, sweep, overrides, git commit). A job that raises closes its
+run as FAILED. ``-m experiment=table2`` runs a whole sweep (joblib launcher, parallel jobs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+def job_tags(cfg: DictConfig) -> dict[str, str]:
+    """Tags that let ``arenabench compare`` group runs: the override string without the seed is
+    the *setting*; jobs of one multirun share the *sweep* id."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from arenabench.tracking.mlflow import git_commit
+
+    hc = HydraConfig.get()
+    overrides = list(hc.overrides.task)
+    setting = " ".join(o for o in overrides if not o.startswith(("seed=", "experiment="))) or "default"
+    sweep = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir
+    return {
+        "constructor": str(cfg.reward.name),
+        "setting": setting,
+        "seed": str(cfg.seed),
+        "sweep": str(sweep),
+        "overrides": " ".join(overrides),
+        "experiment": str(cfg.name),
+        "git_commit": git_commit() or "unknown",
+    }
+
+
+def run_job(cfg: DictConfig) -> dict[str, float]:
+    from arenabench.trainers.local.trainer import train
+
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    progress = bool(resolved.get("progress", True))
+    if not cfg.tracking.enabled:
+        return train(resolved, progress=progress)
+
+    from arenabench.tracking.mlflow import Tracker, flatten
+
+    tags = job_tags(cfg)
+    run_name = f"{tags['setting']} seed={cfg.seed}"
+    with Tracker(
+        str(cfg.tracking.experiment),
+        run_name=run_name,
+        params=flatten(resolved),
+        tags=tags,
+        uri=cfg.tracking.uri,
+        flush_every=int(cfg.tracking.flush_every),
+    ) as tracker:
+        tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+        final = train(resolved, tracker=tracker, progress=progress)
+        tracker.log_dict(final, "final_metrics.json")
+    return final
+
+
+@hydra.main(version_base="1.3", config_path=CONF, config_name="train")
+def main(cfg: DictConfig) -> float:
+    return run_job(cfg).get("eval_win_rate", float("nan"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""A tiny causal LM (nanoGPT-style, random init, no downloads) and its sampler."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLM(nn.Module):
+    """Token + position embeddings, ``n_layer`` pre-LN blocks, tied output head."""
+
+    def __init__(self, vocab: int, max_len: int, d_model: int = 64, n_layer: int = 2, n_head: int = 4):
+        super().__init__()
+        self.vocab, self.max_len = vocab, max_len
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(max_len, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_head) for _ in range(n_layer))
+        self.ln = nn.LayerNorm(d_model)
+        self.register_buffer("causal", torch.triu(torch.full((max_len, max_len), -math.inf), 1))
+        nn.init.normal_(self.tok.weight, std=0.02)
+        nn.init.normal_(self.pos.weight, std=0.02)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        for b in self.blocks:
+            x = b(x, self.causal[:t, :t])
+        return self.ln(x) @ self.tok.weight.T
+
+
+def response_logprobs(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float):
+    """log π(y_t | prompt, y_<t) of each response token at the sampling temperature (as verl
+    scores rollouts), shape [B, L]."""
+    seq = torch.cat([prompts, responses], dim=1)
+    logits = model(seq[:, :-1])[:, prompts.shape[1] - 1 :] / temperature
+    return torch.gather(F.log_softmax(logits, dim=-1), 2, responses.unsqueeze(-1)).squeeze(-1)
+
+
+@torch.no_grad()
+def sample(
+    model: TinyLM, prompts: torch.Tensor, n_tokens: int, temperature: torch.Tensor, gen: torch.Generator
+):
+    """Autoregressive sampling; rows with temperature 0 decode greedily (the anchor)."""
+    seq = prompts
+    greedy = temperature <= 0
+    temp = torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
+    for _ in range(n_tokens):
+        logits = model(seq)[:, -1] / temp
+        drawn = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=gen).squeeze(-1)
+        nxt = torch.where(greedy, logits.argmax(-1), drawn)
+        seq = torch.cat([seq, nxt[:, None]], dim=1)
+    return seq[:, prompts.shape[1] :]

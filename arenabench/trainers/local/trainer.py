@@ -1,0 +1,205 @@
+"""The local trainer: a tiny policy, a toy task, any registered constructor, GRPO or CISPO.
+
+One step (nanoGPT-style, top to bottom in :func:`train`): K prompts × N samples (index 0 of
+each group greedy, the rest at temperature T) → the engine turns the judge's verdicts into
+advantages → one policy-gradient update (``epochs`` passes) → metrics. True quality is the
+task's hidden score, seen only by the simulated judge and the evaluator.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from arenabench import judges, rewards
+from arenabench.diagnostics import pointwise_snr
+from arenabench.engine import Engine
+from arenabench.registry import unknown_message
+from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
+from arenabench.trainers.local.task import TASKS
+from arenabench.trainers.losses import get_policy_loss
+from arenabench.types import Group, Trajectory
+
+# what every step logs (eval_win_rate every ``eval_every`` steps)
+STEP_METRICS = (
+    "quality_mean",
+    "quality_max",
+    "sigma_group",
+    "sigma_noise",
+    "snr",
+    "zero_adv_share",
+    "adv_std",
+    "kl",
+    "loss",
+    "clipfrac",
+    "judge_calls",
+    "judge_failures",
+    "wall_time",
+)
+
+
+def build_judge(cfg: Mapping[str, Any]):
+    """A judge from a ``conf/judge`` entry (``kind: simulated`` here; LLM judges come later)."""
+    cfg = dict(cfg)
+    kind = cfg.pop("kind", "simulated")
+    if kind != "simulated":
+        raise ValueError(unknown_message("judge kind", kind, ["simulated"]))
+    return judges.get(cfg.pop("preset", "calibrated"), **cfg)
+
+
+def build_constructor(cfg: Mapping[str, Any]):
+    cfg = dict(cfg)
+    return rewards.get(cfg.pop("name"), **cfg)
+
+
+class PolicyReference:
+    """AGR's fixed reference policy in the local trainer: the frozen initial policy, sampled at
+    temperature T (deterministic in prompt and generation)."""
+
+    def __init__(self, model: TinyLM, task, temperature: float, seed: int):
+        self.model, self.task, self.temperature, self.seed = model, task, temperature, seed
+
+    def generate(self, group: Group, n: int, generation: int = 0) -> list[Trajectory]:
+        pid = int(group.meta["prompt_id"])
+        gen = torch.Generator().manual_seed(hash((self.seed, pid, generation)) % 2**31)
+        prompts = torch.as_tensor(self.task.prompts[[pid] * n])
+        resp = sample(self.model, prompts, self.task.response_len, torch.full((n,), self.temperature), gen)
+        g = self.task.group(pid, resp.numpy(), anchor=None)
+        return [
+            Trajectory(f"ref{generation}-{k}", f"[reference] {t.text}", t.length, dict(t.meta))
+            for k, t in enumerate(g.trajectories)
+        ]
+
+
+def _bind_reference(constructor, ref: PolicyReference) -> None:
+    for c in (constructor, getattr(constructor, "_inner", None)):
+        if c is not None and hasattr(c, "pool") and c.reference == "simulated":
+            c.pool.policy = ref  # the trainer's reference policy replaces the simulator's
+
+
+def greedy_win_rate(policy: TinyLM, ref_responses: np.ndarray, task, temperature: float) -> float:
+    """Win rate of the policy's greedy answers against the reference policy's, by true quality
+    (ties ½) over every task prompt — the analogue of the papers' judge win rate."""
+    ids = np.arange(task.n_prompts)
+    prompts = torch.as_tensor(task.prompts)
+    mine = sample(policy, prompts, task.response_len, torch.zeros(len(ids)), torch.Generator()).numpy()
+    qa, qb = task.quality(ids, mine), task.quality(ids, ref_responses)
+    return float(np.mean((qa > qb) + 0.5 * (qa == qb)))
+
+
+def train(cfg: Mapping[str, Any], tracker=None, progress: bool = True) -> dict[str, float]:
+    """Run ``cfg["steps"]`` steps; log every step's metrics to ``tracker`` (if any); return the
+    last step's metrics plus the final eval."""
+    seed, steps = int(cfg["seed"]), int(cfg["steps"])
+    K, N = int(cfg["prompts_per_step"]), int(cfg["group_size"])
+    tc = dict(cfg["trainer"])
+    if K < 1 or N < 1 or steps < 0:
+        raise ValueError(f"need prompts_per_step >= 1, group_size >= 1, steps >= 0; got {K}, {N}, {steps}")
+    torch.set_num_threads(int(tc.get("threads", 1)))
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+
+    task_cfg = dict(cfg["task"])
+    task = TASKS.get(task_cfg.pop("name"), **task_cfg)
+    constructor = build_constructor(cfg["reward"])
+    judge = build_judge(cfg["judge"])
+    engine = Engine(judge, seed=seed, max_retries=int(tc.get("judge_retries", 2)))
+    loss_fn = get_policy_loss(tc["algo"])
+    T = float(tc["temperature"])
+
+    policy = TinyLM(
+        task.vocab, task.prompt_len + task.response_len, tc["d_model"], tc["n_layer"], tc["n_head"]
+    )
+    ref = copy.deepcopy(policy).eval().requires_grad_(False)
+    _bind_reference(constructor, PolicyReference(ref, task, T, seed))
+    opt = torch.optim.AdamW(policy.parameters(), lr=float(tc["lr"]), weight_decay=0.0)
+    ref_greedy = sample(
+        ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen
+    )
+    ref_greedy = ref_greedy.numpy()
+
+    calls = failures = 0
+    t_start = time.perf_counter()
+    metrics: dict[str, float] = {}
+    bar = tqdm(range(steps), desc=f"train {constructor.name}", unit="step", disable=not progress)
+    for step in bar:
+        # 1. rollouts: K prompts × N samples, sample 0 of each group greedy (the anchor)
+        pid = rng.choice(task.n_prompts, size=K, replace=task.n_prompts < K)
+        prompts = torch.as_tensor(task.prompts[np.repeat(pid, N)])
+        temp = torch.full((K * N,), T)
+        temp[::N] = 0.0
+        responses = sample(policy, prompts, task.response_len, temp, gen)
+        resp = responses.numpy().reshape(K, N, -1)
+        groups = [task.group(int(p), resp[k]) for k, p in enumerate(pid)]
+
+        # 2. rewards → advantages through the engine (all groups' judge calls batched per wave)
+        out = engine.run(constructor, groups, step=step)
+        adv = torch.tensor(np.concatenate([r.advantage for r in out.results]), dtype=torch.float32)
+        calls += out.stats.judge_calls
+        failures += out.stats.failures
+
+        # 3. policy update
+        mask = torch.ones_like(responses, dtype=torch.float32)
+        with torch.no_grad():
+            old_logp = response_logprobs(policy, prompts, responses, T)
+            ref_logp = response_logprobs(ref, prompts, responses, T)
+        for _ in range(int(tc.get("epochs", 1))):
+            logp = response_logprobs(policy, prompts, responses, T)
+            loss, st = loss_fn(
+                logp,
+                old_logp,
+                adv,
+                mask,
+                clip_low=float(tc["clip_low"]),
+                clip_high=float(tc["clip_high"]),
+                ref_logp=ref_logp,
+                kl_coef=float(tc.get("kl_coef", 0.0)),
+            )
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), float(tc.get("grad_clip", 1.0)))
+            opt.step()
+
+        # 4. metrics
+        q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
+        with torch.no_grad():
+            kl = float(((old_logp - ref_logp) * mask).sum() / mask.sum())
+        probe = pointwise_snr(
+            judge, groups, rng, int(cfg.get("probe_size", 8)), int(cfg.get("probe_repeats", 4))
+        )
+        metrics = {
+            "quality_mean": float(q.mean()),
+            "quality_max": float(q.max()),
+            "sigma_group": probe["sigma_group"],
+            "sigma_noise": probe["sigma_noise"],
+            "snr": probe["snr"],
+            "zero_adv_share": float(np.mean([not np.any(r.advantage) for r in out.results])),
+            "adv_std": float(adv.std(unbiased=False)),
+            "kl": kl,
+            "loss": float(loss.detach()),
+            "clipfrac": float(st.get("clipfrac", 0.0)),
+            "judge_calls": float(calls),
+            "judge_failures": float(failures),
+            "wall_time": time.perf_counter() - t_start,
+        }
+        every = int(cfg.get("eval_every", 0))
+        if every and (step % every == 0 or step == steps - 1):
+            metrics["eval_win_rate"] = greedy_win_rate(policy, ref_greedy, task, T)
+        if tracker is not None:
+            tracker.log_metrics(metrics, step=step)
+        bar.set_postfix(q=f"{metrics['quality_mean']:.2f}", snr=f"{metrics['snr']:.2f}")
+    bar.close()
+    final = dict(metrics)
+    final["eval_win_rate"] = greedy_win_rate(policy, ref_greedy, task, T)
+    final["steps_per_s"] = steps / max(time.perf_counter() - t_start, 1e-9)
+    if not math.isfinite(final.get("loss", 0.0)):
+        raise FloatingPointError(f"loss became non-finite at step {steps - 1}")
+    return final
