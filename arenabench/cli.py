@@ -1,4 +1,4 @@
-"""``arenabench`` command line: ``list`` and ``fidelity`` (training sweeps use hydra)."""
+"""``arenabench`` command line: ``list``, ``fidelity`` and ``compare`` (training runs: ``arenabench-train``)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,26 @@ def cmd_fidelity(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from arenabench.compare import format_summary, load_runs, metric_curves, summarize
+
+    df = load_runs(args.experiment, uri=args.uri, sweep=args.sweep)
+    table = summarize(df, metric=args.metric, by=args.by)
+    if df.attrs.get("sweep"):
+        print(f"sweep {df.attrs['sweep']}: {len(df)} finished runs", file=sys.stderr)
+    text = format_summary(table, args.format)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text + "\n")
+    else:
+        print(text)
+    if args.plot:
+        metric_curves(
+            args.experiment, args.metric, uri=args.uri, sweep=args.sweep, by=args.by, path=args.plot
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arenabench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -80,6 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--output", "-o", help="write the table/json/csv here instead of stdout")
     f.add_argument("--plot", help="write the fidelity-vs-judge-calls frontier PNG here")
     f.set_defaults(fn=cmd_fidelity)
+    c = sub.add_parser("compare", help="final metrics over seeds per setting, from MLflow runs")
+    c.add_argument("--experiment", "-e", required=True, help="MLflow experiment (the config's name)")
+    c.add_argument("--metric", default="eval_win_rate", help="metric to summarize (its last value per run)")
+    c.add_argument("--by", default="setting", help="tag to group runs by (setting, constructor, ...)")
+    c.add_argument("--sweep", default="latest", help="latest (default), all, or a sweep id")
+    c.add_argument("--plot", help="write the metric's mean ± std learning curves per group (PNG) here")
+    c.add_argument("--format", default="table", choices=("table", "markdown", "csv"))
+    c.add_argument("--output", "-o", help="write the table here instead of stdout")
+    c.add_argument(
+        "--uri", help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///results/mlflow.db)"
+    )
+    c.set_defaults(fn=cmd_compare)
     return p
 
 

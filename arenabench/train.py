@@ -25,7 +25,8 @@ def job_tags(cfg: DictConfig) -> dict[str, str]:
 
     hc = HydraConfig.get()
     overrides = list(hc.overrides.task)
-    setting = " ".join(o for o in overrides if not o.startswith(("seed=", "experiment="))) or "default"
+    skip = ("seed=", "experiment=", "progress=", "tracking.", "hydra.")  # not part of what is compared
+    setting = " ".join(o for o in overrides if not o.startswith(skip)) or "default"
     sweep = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir
     return {
         "constructor": str(cfg.reward.name),

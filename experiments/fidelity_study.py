@@ -1,7 +1,7 @@
 """The main demo: the fidelity study for every constructor (+ a few variants) at N ∈ {4, 8, 16}.
 
 Writes results/fidelity.{md,csv,json} and results/fidelity_frontier.png.
-Run: ``make demo`` (or ``python experiments/fidelity_study.py --out results``).
+Run: ``make fidelity`` (or ``python experiments/fidelity_study.py --out results``).
 """
 
 from __future__ import annotations

@@ -53,7 +53,10 @@ class Adaptive(Constructor):
             return trivial_outcome(group, why)
         r = group.meta["verifier_reward"]
         routed = group.meta[_ROUTED]
-        summary = {"routed": float(routed), "zero_adv_before": float(len(group) < 2 or bool(np.all(r == r[0])))}
+        summary = {
+            "routed": float(routed),
+            "zero_adv_before": float(len(group) < 2 or bool(np.all(r == r[0]))),
+        }
         if not routed:
             return Outcome(reward=r, extra={"verifier_reward": r, "summary": summary})
         out = yield from self._inner.play(group, rng)

@@ -27,7 +27,7 @@ from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.losses import get_policy_loss
 from arenabench.types import Group, Trajectory
 
-# what every step logs (eval_win_rate every ``eval_every`` steps)
+# what every step logs (eval_win_rate and eval_quality every ``eval_every`` steps)
 STEP_METRICS = (
     "quality_mean",
     "quality_max",
@@ -84,14 +84,15 @@ def _bind_reference(constructor, ref: PolicyReference) -> None:
             c.pool.policy = ref  # the trainer's reference policy replaces the simulator's
 
 
-def greedy_win_rate(policy: TinyLM, ref_responses: np.ndarray, task, temperature: float) -> float:
-    """Win rate of the policy's greedy answers against the reference policy's, by true quality
-    (ties ½) over every task prompt — the analogue of the papers' judge win rate."""
+def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task) -> dict[str, float]:
+    """The policy's greedy answers on every task prompt vs the reference policy's, by true
+    quality: ``eval_win_rate`` (ties ½) — the analogue of the papers' judge win rate, which
+    saturates once the policy is clearly better — and ``eval_quality``, their mean quality."""
     ids = np.arange(task.n_prompts)
     prompts = torch.as_tensor(task.prompts)
     mine = sample(policy, prompts, task.response_len, torch.zeros(len(ids)), torch.Generator()).numpy()
     qa, qb = task.quality(ids, mine), task.quality(ids, ref_responses)
-    return float(np.mean((qa > qb) + 0.5 * (qa == qb)))
+    return {"eval_win_rate": float(np.mean((qa > qb) + 0.5 * (qa == qb))), "eval_quality": float(qa.mean())}
 
 
 def train(cfg: Mapping[str, Any], tracker=None, progress: bool = True) -> dict[str, float]:
@@ -192,13 +193,13 @@ def train(cfg: Mapping[str, Any], tracker=None, progress: bool = True) -> dict[s
         }
         every = int(cfg.get("eval_every", 0))
         if every and (step % every == 0 or step == steps - 1):
-            metrics["eval_win_rate"] = greedy_win_rate(policy, ref_greedy, task, T)
+            metrics.update(greedy_eval(policy, ref_greedy, task))
         if tracker is not None:
             tracker.log_metrics(metrics, step=step)
         bar.set_postfix(q=f"{metrics['quality_mean']:.2f}", snr=f"{metrics['snr']:.2f}")
     bar.close()
     final = dict(metrics)
-    final["eval_win_rate"] = greedy_win_rate(policy, ref_greedy, task, T)
+    final.update(greedy_eval(policy, ref_greedy, task))
     final["steps_per_s"] = steps / max(time.perf_counter() - t_start, 1e-9)
     if not math.isfinite(final.get("loss", 0.0)):
         raise FloatingPointError(f"loss became non-finite at step {steps - 1}")
