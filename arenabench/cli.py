@@ -1,4 +1,4 @@
-"""``arenabench`` command line: ``list``, ``fidelity`` and ``compare`` (training runs: ``arenabench-train``)."""
+"""``arenabench`` command line: ``list``, ``fidelity``, ``compare`` (training: ``arenabench-train``)."""
 
 from __future__ import annotations
 

@@ -39,6 +39,36 @@ def job_tags(cfg: DictConfig) -> dict[str, str]:
     }
 
 
+class _Recorder:
+    """Forwards metrics to the tracker and keeps them for the job's own curves artifact."""
+
+    def __init__(self, tracker):
+        self.tracker, self.history = tracker, []
+
+    def log_metrics(self, metrics, step: int) -> None:
+        self.tracker.log_metrics(metrics, step=step)
+        self.history.append((step, dict(metrics)))
+
+
+def curves_figure(history, metrics=("quality_mean", "snr", "eval_quality", "kl")):
+    """One panel per metric vs step: the plot each run carries as an MLflow artifact."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 6))
+    FigureCanvasAgg(fig)
+    for k, name in enumerate(metrics):
+        ax = fig.add_subplot(2, 2, k + 1)
+        pts = [(s, m[name]) for s, m in history if name in m]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), lw=1.2)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def run_job(cfg: DictConfig) -> dict[str, float]:
     from arenabench.trainers.local.trainer import train
 
@@ -60,8 +90,10 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
         flush_every=int(cfg.tracking.flush_every),
     ) as tracker:
         tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
-        final = train(resolved, tracker=tracker, progress=progress)
+        rec = _Recorder(tracker)
+        final = train(resolved, tracker=rec, progress=progress)
         tracker.log_dict(final, "final_metrics.json")
+        tracker.log_figure(curves_figure(rec.history), "curves.png")
     return final
 
 

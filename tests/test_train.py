@@ -88,7 +88,9 @@ def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_
     )
     assert run.data.tags["constructor"] == run.data.params["reward.name"]
     assert run.data.tags["git_commit"]
-    assert "config.yaml" in {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "curves.png", "final_metrics.json"} <= {
+        a.path for a in client.list_artifacts(run.info.run_id)
+    }
 
 
 def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
