@@ -41,6 +41,15 @@ def _constructor_list(text: str | None) -> list[str] | None:
     return names
 
 
+def _emit(text: str, output: str | None) -> None:
+    """Write ``text`` to ``output`` (creating its folder) or print it."""
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(text + "\n")
+    else:
+        print(text)
+
+
 def cmd_fidelity(args) -> int:
     rows = run_fidelity(
         constructors=_constructor_list(args.constructors),
@@ -50,11 +59,7 @@ def cmd_fidelity(args) -> int:
         seed=args.seed,
     )
     text = format_rows(rows, args.format)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text + "\n")
-    else:
-        print(text)
+    _emit(text, args.output)
     if args.plot:
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
         plot_frontier(
@@ -71,11 +76,7 @@ def cmd_compare(args) -> int:
     if df.attrs.get("sweep"):
         print(f"sweep {df.attrs['sweep']}: {len(df)} finished runs", file=sys.stderr)
     text = format_summary(table, args.format)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text + "\n")
-    else:
-        print(text)
+    _emit(text, args.output)
     if args.plot:
         metric_curves(
             args.experiment, args.metric, uri=args.uri, sweep=args.sweep, by=args.by, path=args.plot
