@@ -31,9 +31,17 @@ def header(title: str, experiment: str, runs, out: str) -> list[str]:
     ]
 
 
-def table(df, metric: str) -> list[str]:
-    summary = format_summary(summarize(df, metric=metric, by=BY), "markdown")
+def table(df, metric: str, by: str = BY) -> list[str]:
+    summary = format_summary(summarize(df, metric=metric, by=by), "markdown")
     return [f"### {metric} (final step; mean ± std over seeds)", "", summary, ""]
+
+
+# sweeps outside `make demo`, reported when their runs are in the store (by setting: their arms
+# share constructor names, e.g. adaptive with routing on and off)
+OPTIONAL = {
+    "rrc": "RRC: PRC vs SCR vs AGR, ± voting@3, ± CARA (cot judge)",
+    "reasoning_arena": "Reasoning Arena: RLVR with adaptive routing on vs off (CISPO)",
+}
 
 
 def main() -> None:
@@ -79,6 +87,17 @@ def main() -> None:
     for metric in ("eval_quality", "eval_win_rate"):
         parts += table(runs, metric)
     (out / "snr_dynamics.md").write_text("\n".join(parts))
+
+    for name, title in OPTIONAL.items():
+        try:
+            runs = load_runs(name, uri=args.uri)
+        except ValueError:
+            continue  # not run: `arenabench-train -m experiment=<name>`
+        parts = header(title, name, runs, args.out)
+        for metric in ("eval_quality", "eval_win_rate", "zero_adv_share", "judge_calls"):
+            parts += table(runs, metric, by="setting")
+        (out / f"{name}.md").write_text("\n".join(parts))
+        metric_curves(name, "eval_quality", uri=args.uri, by="setting", path=out / f"{name}_eval_quality.png")
     print((out / "table2.md").read_text())
     print((out / "snr_dynamics.md").read_text())
 
