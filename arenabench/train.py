@@ -17,7 +17,8 @@ CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 def job_tags(cfg: DictConfig) -> dict[str, str]:
     """Tags that let ``arenabench compare`` group runs: the override string without the seed is
-    the *setting*; jobs of one multirun share the *sweep* id."""
+    the *setting*; jobs of one multirun share the *sweep* id; ``reward`` is the conf/reward file
+    (``rrc_scr_cara``, ``rlvr``), ``constructor`` the registered name behind it."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -30,6 +31,9 @@ def job_tags(cfg: DictConfig) -> dict[str, str]:
     sweep = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir
     return {
         "constructor": str(cfg.reward.name),
+        "reward": str(
+            hc.runtime.choices.get("reward", cfg.reward.name)
+        ),  # the conf file: tells variants apart
         "setting": setting,
         "seed": str(cfg.seed),
         "sweep": str(sweep),

@@ -87,6 +87,8 @@ def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_
         run.data.params["steps"] == "3" and run.data.params["group_size"] == "8" or experiment == "group_size"
     )
     assert run.data.tags["constructor"] == run.data.params["reward.name"]
+    reward = dict(o.split("=") for o in first_job(experiment)).get("reward")
+    assert run.data.tags["reward"] == (reward or run.data.params["reward.name"])
     assert run.data.tags["git_commit"]
     assert {"config.yaml", "curves.png", "final_metrics.json"} <= {
         a.path for a in client.list_artifacts(run.info.run_id)
