@@ -1,0 +1,316 @@
+"""A pairwise judge backed by any OpenAI-compatible ``/v1/chat/completions`` server (vLLM, SGLang, ...).
+
+:class:`OpenAIJudge` answers one engine batch by sending all of its requests concurrently
+(at most ``max_concurrency`` in flight) to one or more servers, round-robin, and parsing each
+reply with :func:`arenabench.judges.parsing.parse_verdict`.
+
+Calling it: ``judge_pairs`` is synchronous and runs its own event loop with ``asyncio.run``.
+Call it from sync code (the engine does). If the calling thread already runs an event loop
+(a notebook, an async trainer) the batch runs in a short-lived worker thread instead, so it
+still works, but it blocks the calling loop until the batch is done.
+
+Retries: the backend retries *transport* problems only: connection errors, timeouts, HTTP
+429 and 5xx, up to ``retries`` times with exponential backoff ``backoff_s * 2**k`` (a retry
+goes to the next base URL, so a dead server fails over). Any other 4xx is final. When the
+budget is spent the reply is ``JudgeFailure("http: <reason>")``. A 200 whose body is not the
+expected chat-completion JSON is ``JudgeFailure("bad response: ...")``. A reply that parses
+badly (truncated, inconsistent verdict) is returned as the parser's failure unchanged: the
+engine's own retry re-asks with a new ``attempt`` number and hence a new seed.
+
+Secrets: the API key is read from the environment variable named ``api_key_env`` at every
+batch (``None``, or an unset/empty variable, sends no ``Authorization`` header). It is never
+stored on the judge, logged, shown in ``repr`` or placed in a failure reason or ``stats``.
+
+Structured decoding: pass the server's own request fields through ``extra_body``, e.g.
+``extra_body={"structured_outputs": {"regex": VERDICT_REGEX}}`` for vLLM; it is merged into
+the request body last, so it may also override ``temperature`` and friends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from arenabench.judges.parsing import parse_verdict
+from arenabench.judges.prompts import load_rubric, pair_prompt
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, content_hash
+
+_RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
+_MAX_REASON = 160
+
+
+def _normalize_base_url(url: str) -> str:
+    url = str(url).strip().rstrip("/")
+    if not url:
+        raise ValueError("a base URL must not be empty")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+def request_seed(sample: int, attempt: int) -> int:
+    """The sampling seed sent for a request: stable, and different per (sample, attempt)."""
+    return content_hash(f"openai-judge:{int(sample)}:{int(attempt)}") % (2**31 - 1)
+
+
+class _Retryable(Exception):
+    """A transport-level problem worth another try; ``reason`` is already short and safe."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class OpenAIJudge:
+    """Pairwise judge over OpenAI-compatible chat-completions servers (see the module doc)."""
+
+    def __init__(
+        self,
+        base_urls: str | list[str],
+        model: str,
+        rubric: str = "open_writing",
+        api_key_env: str | None = "OPENAI_API_KEY",
+        max_concurrency: int = 16,
+        timeout_s: float = 60.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        extra_body: dict | None = None,
+        mask_tool_outputs: bool = True,
+    ):
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        if not urls:
+            raise ValueError("OpenAIJudge needs at least one base URL")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1; got {max_concurrency}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0; got {retries}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0; got {timeout_s}")
+        if backoff_s < 0:
+            raise ValueError(f"backoff_s must be >= 0; got {backoff_s}")
+        self.base_urls = [_normalize_base_url(u) for u in urls]
+        self.endpoints = [u + "/v1/chat/completions" for u in self.base_urls]
+        self.model = model
+        self.rubric_name = rubric
+        self.rubric = load_rubric(rubric)  # fail early on an unknown rubric
+        self.api_key_env = api_key_env
+        self.max_concurrency = int(max_concurrency)
+        self.timeout_s = float(timeout_s)
+        self.retries = int(retries)
+        self.backoff_s = float(backoff_s)
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.extra_body = dict(extra_body or {})
+        self.mask_tool_outputs = mask_tool_outputs
+        self._next_url = 0
+        self._lock = threading.Lock()
+        self.reset_stats()
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIJudge(base_urls={self.base_urls!r}, model={self.model!r}, rubric={self.rubric_name!r}, "
+            f"api_key_env={self.api_key_env!r}, max_concurrency={self.max_concurrency})"
+        )
+
+    # -- accounting ----------------------------------------------------------------------
+
+    def reset_stats(self) -> None:
+        """Zero ``stats`` and the latency record.
+
+        ``requests``: pair requests received; ``calls``: HTTP attempts made (retries included);
+        ``retries``: transport retries; ``failures``: final failures by reason prefix (the text
+        before the first ``:``, e.g. ``http``, ``bad response``, ``malformed verdict``);
+        ``prompt_tokens`` / ``completion_tokens``: summed from ``usage`` when servers report it.
+        """
+        self.stats: dict[str, Any] = {
+            "requests": 0,
+            "calls": 0,
+            "retries": 0,
+            "failures": {},
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        self._latencies: list[float] = []
+
+    def latency_percentiles(self) -> dict[str, float]:
+        """p50/p90/p99 of per-HTTP-attempt latency in seconds (NaN before any call)."""
+        xs = sorted(self._latencies)
+        out = {}
+        for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
+            if not xs:
+                out[name] = math.nan
+                continue
+            # linear interpolation between closest ranks (numpy's default method)
+            pos = (len(xs) - 1) * q / 100.0
+            lo = int(math.floor(pos))
+            hi = min(lo + 1, len(xs) - 1)
+            out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+        return out
+
+    def _count_failure(self, failure: JudgeFailure) -> None:
+        prefix = failure.reason.split(":", 1)[0].strip() or "failure"
+        fails = self.stats["failures"]
+        fails[prefix] = fails.get(prefix, 0) + 1
+
+    # -- public --------------------------------------------------------------------------
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        """Judge a batch concurrently; one reply per request, in order, never an exception per request."""
+        requests = list(requests)
+        if not requests:
+            return []
+        with self._lock:
+            start = self._next_url
+            self._next_url = (start + len(requests)) % len(self.endpoints)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run_batch(requests, start))
+        box: dict[str, Any] = {}
+
+        def worker() -> None:
+            try:
+                box["out"] = asyncio.run(self._run_batch(requests, start))
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["exc"] = exc
+
+        thread = threading.Thread(target=worker, name="openai-judge-batch", daemon=True)
+        thread.start()
+        thread.join()
+        if "exc" in box:
+            raise box["exc"]
+        return box["out"]
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _secret(self) -> str | None:
+        if self.api_key_env is None:
+            return None
+        return os.environ.get(self.api_key_env) or None
+
+    def _scrub(self, text: str, secret: str | None) -> str:
+        text = " ".join(str(text).split())
+        if secret:
+            text = text.replace(secret, "***")
+        return text[:_MAX_REASON]
+
+    def _body(self, req: PairRequest) -> dict[str, Any] | JudgeFailure:
+        reference = None
+        if self.rubric.uses_reference:
+            reference = (req.a.meta or {}).get("reference")
+            if reference is None:
+                return JudgeFailure(
+                    f"missing reference: rubric {self.rubric.name!r} needs a reference answer in "
+                    "trajectory meta['reference']"
+                )
+        messages = pair_prompt(
+            self.rubric,
+            req.prompt,
+            req.a,
+            req.b,
+            reference=reference,
+            mask_tool_outputs=self.mask_tool_outputs,
+        )
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": request_seed(req.sample, req.attempt),
+        }
+        body.update(self.extra_body)
+        return body
+
+    async def _run_batch(self, requests: list[PairRequest], start: int) -> list[PairJudgment | JudgeFailure]:
+        import aiohttp
+
+        secret = self._secret()
+        headers = {"Content-Type": "application/json"}
+        if secret:
+            headers["Authorization"] = f"Bearer {secret}"
+        sem = asyncio.Semaphore(self.max_concurrency)
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        connector = aiohttp.TCPConnector(limit=self.max_concurrency)
+        self.stats["requests"] += len(requests)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
+            tasks = [
+                self._judge_one(session, sem, req, (start + k) % len(self.endpoints), secret)
+                for k, req in enumerate(requests)
+            ]
+            out = await asyncio.gather(*tasks)
+        for rep in out:
+            if isinstance(rep, JudgeFailure):
+                self._count_failure(rep)
+        return list(out)
+
+    async def _judge_one(self, session, sem, req, url_index, secret) -> PairJudgment | JudgeFailure:
+        body = self._body(req)
+        if isinstance(body, JudgeFailure):
+            return body
+        reason = "http: no attempt made"
+        for k in range(self.retries + 1):
+            if k:
+                self.stats["retries"] += 1
+                await asyncio.sleep(self.backoff_s * 2 ** (k - 1))
+            url = self.endpoints[(url_index + k) % len(self.endpoints)]
+            try:
+                async with sem:
+                    return await self._post(session, url, body, secret)
+            except _Retryable as exc:
+                reason = exc.reason
+            except Exception as exc:  # an unexpected error: final, but still a failure, not a crash
+                return JudgeFailure(self._scrub(f"http: {type(exc).__name__}: {exc}", secret))
+        return JudgeFailure(reason)
+
+    async def _post(self, session, url, body, secret) -> PairJudgment | JudgeFailure:
+        import aiohttp
+
+        self.stats["calls"] += 1
+        t0 = time.perf_counter()
+        try:
+            async with session.post(url, json=body) as resp:
+                status = resp.status
+                raw = await resp.read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            self._latencies.append(time.perf_counter() - t0)
+            what = "timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
+            raise _Retryable(self._scrub(f"http: {what}", secret)) from None
+        self._latencies.append(time.perf_counter() - t0)
+        if status in _RETRYABLE_STATUS:
+            raise _Retryable(f"http: status {status}")
+        if status != 200:
+            return JudgeFailure(f"http: status {status}")
+        return self._read_reply(raw, secret)
+
+    def _read_reply(self, raw: bytes, secret: str | None) -> PairJudgment | JudgeFailure:
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return JudgeFailure("bad response: body is not JSON")
+        if not isinstance(data, dict):
+            return JudgeFailure("bad response: body is not a JSON object")
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            for key in ("prompt_tokens", "completion_tokens"):
+                v = usage.get(key)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    self.stats[key] += v
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return JudgeFailure("bad response: no choices")
+        message = choices[0].get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            return JudgeFailure("bad response: choices[0].message.content is not a string")
+        return parse_verdict(content)
+
+
+__all__ = ["OpenAIJudge", "request_seed"]
