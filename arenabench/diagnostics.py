@@ -24,8 +24,8 @@ def pointwise_snr(
     at 1000 so probes never coincide with a constructor's own votes."""
     if not hasattr(judge, "score_points") or not groups:
         return {"sigma_group": math.nan, "sigma_noise": math.nan, "snr": math.nan, "probe_calls": 0}
-    reqs = [PointRequest(g.prompt, t, 1000) for g in groups for t in g.trajectories]
     flat = [(g, t) for g in groups for t in g.trajectories]
+    reqs = [PointRequest(g.prompt, t, 1000) for g, t in flat]
     pick = rng.choice(len(flat), size=min(probe_size, len(flat)), replace=False)
     reqs += [PointRequest(flat[i][0].prompt, flat[i][1], 1001 + r) for i in pick for r in range(repeats)]
     out = judge.score_points(reqs)

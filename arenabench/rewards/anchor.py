@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
 
 
 def anchor_phase(c: Constructor, group):
@@ -48,5 +48,5 @@ class Anchor(Constructor):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
         score, _, failed = yield from anchor_phase(self, group)
-        flags = [f"failed_matches:{failed}"] if failed else []
+        flags = failure_flags(failed)
         return Outcome(rank=ranks_from_keys(score), flags=flags, extra={"anchor_score": score})

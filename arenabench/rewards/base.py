@@ -103,6 +103,11 @@ class Constructor:
         )
 
 
+def failure_flags(failed: int) -> list[str]:
+    """The flag every constructor raises for matches that failed after the engine's retries."""
+    return [f"failed_matches:{failed}"] if failed else []
+
+
 def trivial_outcome(group: Group, why: str) -> Outcome:
     """All trajectories tied: equal rank, reward ½, zero advantage; no judge call spent."""
     n = len(group)

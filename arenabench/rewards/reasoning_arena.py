@@ -15,7 +15,7 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.aggregation import bradley_terry, minmax, soft_outcome
-from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
 
 
 def observations(results, gamma: float) -> tuple[list[tuple[int, int, float]], int]:
@@ -60,7 +60,7 @@ class _ArenaBase(Constructor):
         reward = np.full(n, np.nan)
         if seen.any():
             reward[seen] = minmax(theta[seen])
-        flags = [f"failed_matches:{failed}"] if failed else []
+        flags = failure_flags(failed)
         return Outcome(reward=reward, flags=flags, extra={"strength": theta})
 
 

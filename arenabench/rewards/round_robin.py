@@ -8,7 +8,14 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.rewards.base import (
+    Constructor,
+    Outcome,
+    failure_flags,
+    mean_scores,
+    register,
+    trivial_outcome,
+)
 
 
 @register("round_robin")
@@ -37,5 +44,5 @@ class RoundRobin(Constructor):
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = np.where(decided > 0, wins / np.maximum(decided, 1), np.nan)
         rank = ranks_from_keys(rate, mean_scores(n, results))
-        flags = [f"failed_matches:{failed}"] if failed else []
+        flags = failure_flags(failed)
         return Outcome(rank=rank, flags=flags, extra={"win_rate": rate})

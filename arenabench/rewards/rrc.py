@@ -15,7 +15,7 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.aggregation import kemeny_greedy, order_wins
-from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
 from arenabench.types import Group, MatchResult
 
@@ -95,7 +95,7 @@ class RRCSCR(Constructor):
             order, cost = kemeny_greedy(W, tiebreak=W.sum(1))  # equal margins: Borda count
             wins = order_wins(order)
             extra.update(kemeny_order=order, kemeny_disagreement=cost)
-        flags = [f"failed_matches:{failed}"] if failed else []
+        flags = failure_flags(failed)
         return Outcome(reward=self.alpha * wins, flags=flags, extra=extra)
 
 
@@ -141,7 +141,7 @@ class RRCAGR(Constructor):
         results = yield [self.match(i, n + a) for i in range(n) for a in range(k)]
         _, wins, failed = tally(n + k, results)
         wins = wins[:n]  # the anchors' own tallies are not rewarded
-        flags = [f"failed_matches:{failed}"] if failed else []
+        flags = failure_flags(failed)
         return Outcome(reward=self.alpha * wins, flags=flags, extra={"anchor_wins": wins, **cost})
 
 
@@ -181,7 +181,7 @@ class PRC(Constructor):
         p = np.asarray(probs)
         hist = np.histogram(p, bins=10, range=(0.0, 1.0))[0]
         extreme = float(np.mean((p <= 0.1) | (p >= 0.9))) if len(p) else math.nan
-        flags = [f"failed_matches:{failed}"] if failed else []
+        flags = failure_flags(failed)
         return Outcome(
             reward=reward, flags=flags, extra={"prob_hist": hist, "summary": {"prob_extreme": extreme}}
         )

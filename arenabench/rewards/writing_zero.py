@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
 
 
 @register("writing_zero")
@@ -31,5 +31,5 @@ class WritingZero(Constructor):
                 continue
             w = m.winner
             reward[m.i] = 0.0 if w is None else (1.0 if w == m.i else -1.0)
-        flags = [f"failed_matches:{failed}"] if failed else []
+        flags = failure_flags(failed)
         return Outcome(reward=reward, flags=flags, extra={"reference": ref})
