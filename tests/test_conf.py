@@ -41,3 +41,39 @@ def test_judge_conf_builds_the_preset(preset):
     cfg = yaml.safe_load((CONF / "judge" / f"{preset}.yaml").read_text())
     assert cfg["preset"] == preset
     assert judges.get(cfg["preset"], seed=cfg["seed"]).config == judges.get(preset).config
+
+
+@pytest.mark.parametrize("kind", ["vllm", "openai"])
+def test_llm_judge_conf_lists_every_parameter_with_its_default(kind):
+    """conf/judge/{vllm,openai}.yaml name every backend parameter; defaults match the code."""
+    import inspect
+
+    from arenabench.judges import factory
+
+    cfg = yaml.safe_load((CONF / "judge" / f"{kind}.yaml").read_text())
+    assert cfg.pop("kind") == kind
+    params = inspect.signature(factory._judge_class(kind).__init__).parameters
+    expected = {n: p.default for n, p in params.items() if n not in ("self", "llm")}
+    assert set(cfg) == set(expected)
+    for name, default in expected.items():
+        if default is inspect.Parameter.empty:
+            assert cfg[name] == "???" or name == "base_urls", name  # required: the user sets it
+        elif name == "engine_kwargs":
+            assert cfg[name]["gpu_memory_utilization"] == 0.2  # the CPU setting documented in the README
+        elif default is None or isinstance(default, dict):
+            assert cfg[name] in (None, {}), name
+        else:
+            got = cfg[name]
+            assert (list(got) if isinstance(got, list) else got) == (
+                list(default) if isinstance(default, tuple | list) else default
+            ), name
+
+
+def test_judge_factory_errors_name_the_choices():
+    from arenabench.judges import factory
+
+    with pytest.raises(ValueError, match="registered: simulated, vllm, openai"):
+        factory.build({"kind": "vlm"})
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['temp'\].*valid: \['model'"):
+        factory.build({"kind": "vllm", "model": "m", "temp": 0.5})
+    assert factory.build({"kind": "simulated", "preset": "cot"}).config == judges.get("cot").config

@@ -29,6 +29,7 @@ the request body last, so it may also override ``temperature`` and friends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -37,7 +38,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from arenabench.judges.parsing import parse_verdict
+from arenabench.judges.parsing import parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import load_rubric, pair_prompt
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, content_hash
 
@@ -84,6 +85,7 @@ class OpenAIJudge:
         max_tokens: int = 512,
         extra_body: dict | None = None,
         mask_tool_outputs: bool = True,
+        top_logprobs: int = 0,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -110,6 +112,9 @@ class OpenAIJudge:
         self.max_tokens = int(max_tokens)
         self.extra_body = dict(extra_body or {})
         self.mask_tool_outputs = mask_tool_outputs
+        if top_logprobs < 0:
+            raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
+        self.top_logprobs = int(top_logprobs)
         self._next_url = 0
         self._lock = threading.Lock()
         self.reset_stats()
@@ -226,6 +231,9 @@ class OpenAIJudge:
             "max_tokens": self.max_tokens,
             "seed": request_seed(req.sample, req.attempt),
         }
+        if self.top_logprobs:  # for PRC's P(A): top-k logprobs at the verdict's label token
+            body["logprobs"] = True
+            body["top_logprobs"] = self.top_logprobs
         body.update(self.extra_body)
         return body
 
@@ -310,7 +318,30 @@ class OpenAIJudge:
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             return JudgeFailure("bad response: choices[0].message.content is not a string")
-        return parse_verdict(content)
+        verdict = parse_verdict(content)
+        if isinstance(verdict, JudgeFailure) or not self.top_logprobs:
+            return verdict
+        return PairJudgment(verdict.score_a, verdict.score_b, prob_a=_reply_prob_a(choices[0]))
+
+
+def _reply_prob_a(choice: dict) -> float | None:
+    """P(A) from a chat-completion choice's ``logprobs.content`` (None when absent or odd)."""
+    lp = choice.get("logprobs")
+    content = lp.get("content") if isinstance(lp, dict) else None
+    if not isinstance(content, list):
+        return None
+    tokens, tops = [], []
+    for item in content:
+        if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+            return None
+        tokens.append(item["token"])
+        top = {}
+        for alt in item.get("top_logprobs") or ():
+            if isinstance(alt, dict) and isinstance(alt.get("token"), str):
+                with contextlib.suppress(TypeError, ValueError):
+                    top[alt["token"]] = float(alt["logprob"])
+        tops.append(top)
+    return verdict_label_probability(tokens, tops)
 
 
 __all__ = ["OpenAIJudge", "request_seed"]

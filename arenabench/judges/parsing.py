@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from arenabench.types import JudgeFailure, PairJudgment
 
@@ -119,6 +119,8 @@ def _label(token: str) -> str | None:
     for p in _PREFIXES:
         if t.startswith(p):
             t = t[len(p) :].strip()
+    if t.startswith('"'):  # a BPE may merge the JSON string's opening quote into the label
+        t = t[1:]
     return t if t in ("A", "B") else None
 
 
@@ -149,4 +151,30 @@ def label_probability(logprobs: Mapping[str, float]) -> float | None:
     return mass_a / (mass_a + mass_b)
 
 
-__all__ = ["label_probability", "parse_verdict"]
+_WINNER_KEY_RE = re.compile(r'"winner"\s*:\s*"?')
+
+
+def verdict_label_probability(
+    tokens: Sequence[str], top_logprobs: Sequence[Mapping[str, float]]
+) -> float | None:
+    """P("A") at the generated token that carries the verdict's label (top-k logprobs per token).
+
+    The label position is the value of the *last* ``"winner"`` key (same rule as
+    :func:`parse_verdict`); a reply without one is a bare label (structured ``choice``), whose
+    first non-space token is the label. ``None`` if no token there looks like a label.
+    """
+    text = "".join(tokens)
+    keys = list(_WINNER_KEY_RE.finditer(text))
+    pos = keys[-1].end() if keys else len(text) - len(text.lstrip())
+    if pos >= len(text):
+        return None
+    start = 0
+    for k, tok in enumerate(tokens):
+        end = start + len(tok)
+        if end > pos:
+            return label_probability(top_logprobs[k]) if k < len(top_logprobs) else None
+        start = end
+    return None
+
+
+__all__ = ["label_probability", "parse_verdict", "verdict_label_probability"]

@@ -47,6 +47,23 @@ VERDICT_REGEX = (
     r'\{"score_a": ?' + _SCORE_RE + r', ?"score_b": ?' + _SCORE_RE + r', ?"winner": ?"(?:A|B|tie)"\}'
 )
 
+
+def consistent_verdict_regex() -> str:
+    """A regex that admits only *consistent* verdicts: the winner agrees with the scores.
+
+    :data:`VERDICT_REGEX` lets a model write ``{"score_a": 9, "score_b": 2, "winner": "B"}``,
+    which the parser rightly rejects; a weak (or random) judge under structured decoding then
+    fails often. Enumerating the 121 score pairs with their implied winner makes every
+    constrained reply parse; the label is then implied by the scores.
+    """
+    alts = []
+    for a in range(11):
+        for b in range(11):
+            w = "A" if a > b else "B" if b > a else "tie"
+            alts.append(f'{a}, ?"score_b": ?{b}, ?"winner": ?"{w}"')
+    return r'\{"score_a": ?(?:' + "|".join(alts) + r")\}"
+
+
 _OPEN, _CLOSE = "<<<", ">>>"
 _SAFE_OPEN, _SAFE_CLOSE = "\u2039\u2039\u2039", "\u203a\u203a\u203a"
 
@@ -201,6 +218,7 @@ __all__ = [
     "MASKED_TOOL_OUTPUT",
     "VERDICT_JSON_SCHEMA",
     "VERDICT_REGEX",
+    "consistent_verdict_regex",
     "Criterion",
     "Rubric",
     "load_rubric",

@@ -1,0 +1,244 @@
+"""A pairwise judge on vLLM's offline engine (``vllm.LLM``): one ``generate`` call per engine batch.
+
+The engine hands a judge one batch per wave (all groups' matches, both orders, all votes), and
+:class:`VLLMJudge` sends that whole batch to ``LLM.generate`` at once, so vLLM's continuous
+batching sees every request of the wave together. Prompts are rendered with the model's own
+chat template (``tokenizer.apply_chat_template``), not ``LLM.chat``, so the batch is exactly
+one ``generate`` call.
+
+Structured output (``structured``), through vLLM's ``structured_outputs`` sampling field (the
+old ``guided_*`` fields are ignored by current vLLM):
+
+* ``"regex"`` (default): :func:`~arenabench.judges.prompts.consistent_verdict_regex`, the JSON
+  verdict with the winner implied by the scores, so every reply parses. With
+  ``reasoning_chars > 0`` a bounded free-text reasoning prefix (no braces) comes first.
+* ``"choice"``: the reply is one label from ``choices`` (default ``A``/``B``/``tie``); the
+  label's logprob gives PRC's ``P(A)``. vLLM reports logprobs of the *constrained*
+  distribution, i.e. renormalized over the allowed labels.
+* ``"json"``: the verdict JSON schema. A weak model can loop inside a JSON string until
+  ``max_tokens``: the reply is then truncated and is a counted failure, retried by the engine.
+* ``None``: free text; the parser takes the last well-formed verdict.
+
+``P(A)`` (``PairJudgment.prob_a``) is read from the top-``top_logprobs`` logprobs at the token
+that carries the verdict's label (:func:`~arenabench.judges.parsing.verdict_label_probability`);
+both orders are averaged by the ``prc`` constructor.
+
+Failures: a prompt longer than the model's context, a truncated or malformed reply, or an
+empty output is a :class:`JudgeFailure` for that request only; an exception from ``generate``
+fails the batch (the engine retries it, then counts). ``vllm`` is imported only here, and only
+when the engine is first used.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from arenabench.judges.openai_compat import request_seed
+from arenabench.judges.parsing import _WINNER_SCORES, parse_verdict, verdict_label_probability
+from arenabench.judges.prompts import (
+    LABELS,
+    VERDICT_JSON_SCHEMA,
+    consistent_verdict_regex,
+    load_rubric,
+    pair_prompt,
+)
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest
+
+STRUCTURED_MODES = ("regex", "choice", "json", None)
+
+
+def _percentiles(xs: list[float]) -> dict[str, float]:
+    xs = sorted(xs)
+    out = {}
+    for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
+        if not xs:
+            out[name] = math.nan
+            continue
+        pos = (len(xs) - 1) * q / 100.0
+        lo = int(pos)
+        hi = min(lo + 1, len(xs) - 1)
+        out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return out
+
+
+class VLLMJudge:
+    """Pairwise judge over an offline ``vllm.LLM`` (see the module doc)."""
+
+    def __init__(
+        self,
+        model: str,
+        rubric: str = "open_writing",
+        structured: str | None = "regex",
+        choices: Sequence[str] = LABELS,
+        reasoning_chars: int = 0,
+        temperature: float = 0.0,
+        max_tokens: int = 64,
+        top_logprobs: int = 5,
+        mask_tool_outputs: bool = True,
+        engine_kwargs: dict[str, Any] | None = None,
+        llm: Any = None,
+    ):
+        if structured == "none":
+            structured = None
+        if structured not in STRUCTURED_MODES:
+            raise ValueError(f"unknown structured mode {structured!r}; valid: {list(STRUCTURED_MODES)}")
+        bad = [c for c in choices if c not in LABELS]
+        if bad or not choices:
+            raise ValueError(f"choices must be a non-empty subset of {list(LABELS)}; got {list(choices)}")
+        if reasoning_chars < 0 or max_tokens < 1 or top_logprobs < 0:
+            raise ValueError("reasoning_chars and top_logprobs must be >= 0 and max_tokens >= 1")
+        self.model = model
+        self.rubric_name = rubric
+        self.rubric = load_rubric(rubric)
+        self.structured = structured
+        self.choices = list(choices)
+        self.reasoning_chars = int(reasoning_chars)
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.top_logprobs = int(top_logprobs)
+        self.mask_tool_outputs = mask_tool_outputs
+        self.engine_kwargs = dict(engine_kwargs or {})
+        self._llm = llm
+        self.reset_stats()
+
+    def __repr__(self) -> str:
+        return f"VLLMJudge(model={self.model!r}, rubric={self.rubric_name!r}, structured={self.structured!r})"
+
+    # -- accounting (same keys as OpenAIJudge.stats) -------------------------------------
+
+    def reset_stats(self) -> None:
+        """``requests``: pair requests; ``calls``: ``generate`` calls; tokens summed from outputs."""
+        self.stats: dict[str, Any] = {
+            "requests": 0,
+            "calls": 0,
+            "retries": 0,
+            "failures": {},
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        self._latencies: list[float] = []
+
+    def latency_percentiles(self) -> dict[str, float]:
+        """p50/p90/p99 of ``generate`` wall time in seconds (NaN before any call)."""
+        return _percentiles(self._latencies)
+
+    def _fail(self, reason: str) -> JudgeFailure:
+        prefix = reason.split(":", 1)[0].strip() or "failure"
+        self.stats["failures"][prefix] = self.stats["failures"].get(prefix, 0) + 1
+        return JudgeFailure(reason)
+
+    # -- engine --------------------------------------------------------------------------
+
+    @property
+    def llm(self):
+        if self._llm is None:
+            from vllm import LLM
+
+            self._llm = LLM(model=self.model, **self.engine_kwargs)
+        return self._llm
+
+    def sampling_params(self, req: PairRequest):
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        structured = None
+        if self.structured == "regex":
+            prefix = rf"[^{{}}]{{0,{self.reasoning_chars}}}" if self.reasoning_chars else ""
+            structured = StructuredOutputsParams(regex=prefix + consistent_verdict_regex())
+        elif self.structured == "choice":
+            structured = StructuredOutputsParams(choice=self.choices)
+        elif self.structured == "json":
+            structured = StructuredOutputsParams(json=VERDICT_JSON_SCHEMA)
+        return SamplingParams(
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            seed=request_seed(req.sample, req.attempt),
+            logprobs=self.top_logprobs or None,
+            structured_outputs=structured,
+        )
+
+    def _prompt(self, req: PairRequest, tokenizer) -> str | JudgeFailure:
+        reference = None
+        if self.rubric.uses_reference:
+            reference = (req.a.meta or {}).get("reference")
+            if reference is None:
+                return JudgeFailure(f"missing reference: rubric {self.rubric.name!r} needs meta['reference']")
+        messages = pair_prompt(
+            self.rubric,
+            req.prompt,
+            req.a,
+            req.b,
+            reference=reference,
+            mask_tool_outputs=self.mask_tool_outputs,
+        )
+        if self.structured == "choice":  # the constrained reply is a bare label, so ask for one
+            messages[-1]["content"] += "\nAnswer with only the label: " + " or ".join(self.choices) + "."
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        """Judge a batch with one ``generate`` call; one reply per request, in order."""
+        requests = list(requests)
+        if not requests:
+            return []
+        self.stats["requests"] += len(requests)
+        llm = self.llm
+        tokenizer = llm.get_tokenizer()
+        limit = llm.llm_engine.model_config.max_model_len
+        out: list[PairJudgment | JudgeFailure | None] = [None] * len(requests)
+        prompts, params, where = [], [], []
+        for k, req in enumerate(requests):
+            prompt = self._prompt(req, tokenizer)
+            if isinstance(prompt, JudgeFailure):
+                out[k] = self._fail(prompt.reason)
+                continue
+            n_tok = len(tokenizer.encode(prompt, add_special_tokens=False))
+            if n_tok + self.max_tokens > limit:
+                out[k] = self._fail(f"prompt too long: {n_tok} + {self.max_tokens} tokens > {limit}")
+                continue
+            prompts.append(prompt)
+            params.append(self.sampling_params(req))
+            where.append(k)
+        if prompts:
+            self.stats["calls"] += 1
+            t0 = time.perf_counter()
+            outputs = llm.generate(prompts, params, use_tqdm=False)
+            self._latencies.append(time.perf_counter() - t0)
+            for k, res in zip(where, outputs, strict=True):
+                out[k] = self._read(res)
+        return out  # type: ignore[return-value]
+
+    def _read(self, res) -> PairJudgment | JudgeFailure:
+        self.stats["prompt_tokens"] += len(res.prompt_token_ids or ())
+        if not res.outputs:
+            return self._fail("bad response: no outputs")
+        comp = res.outputs[0]
+        self.stats["completion_tokens"] += len(comp.token_ids)
+        text = comp.text
+        if comp.finish_reason == "length" and self.structured != "choice":
+            return self._fail(f"malformed verdict: truncated at max_tokens={self.max_tokens}")
+        if self.structured == "choice":
+            label = text.strip()
+            if label not in self.choices:
+                return self._fail(f"malformed verdict: {label[:20]!r} is not one of {self.choices}")
+            verdict = PairJudgment(*_WINNER_SCORES[label])
+        else:
+            verdict = parse_verdict(text)
+            if isinstance(verdict, JudgeFailure):
+                return self._fail(verdict.reason)
+        prob = None
+        if comp.logprobs:
+            tokens, tops = [], []
+            for tok_id, pos in zip(comp.token_ids, comp.logprobs, strict=False):
+                chosen = pos.get(tok_id)
+                tokens.append(chosen.decoded_token if chosen is not None and chosen.decoded_token else "")
+                tops.append(
+                    {lp.decoded_token: lp.logprob for lp in pos.values() if lp.decoded_token is not None}
+                )
+            prob = verdict_label_probability(tokens, tops)
+        return PairJudgment(verdict.score_a, verdict.score_b, prob_a=prob)
+
+
+__all__ = ["STRUCTURED_MODES", "VLLMJudge"]

@@ -1,0 +1,99 @@
+"""A tiny random Llama checkpoint built locally, for exercising real vLLM / verl code paths.
+
+No weights can be downloaded here, and a test only needs the *code path* to be real (tokenizer,
+chat template, engine, sampling, structured decoding, logprobs), not sensible verdicts. So we
+train a byte-level BPE on a few strings (the judge prompts themselves, so prompts stay short in
+tokens), build a 2-layer ``LlamaConfig`` with random weights and ``save_pretrained`` both.
+
+Head size is 64 (2 heads x 64 = hidden 128): the CPU attention backend of vLLM rejects smaller
+head sizes. ``tokenizers`` and ``transformers`` are imported inside :func:`build_tiny_model`
+only (they come with the ``vllm``/``verl`` extras, not the core install).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: A minimal chat template: vLLM's ``LLM.chat`` and ``vllm serve`` render messages with it.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
+
+
+def _corpus() -> list[str]:
+    """Strings the BPE is trained on: judge prompts for every rubric plus verdict JSON."""
+    from arenabench.judges.prompts import load_rubric, pair_prompt, rubrics
+    from arenabench.types import Trajectory
+
+    a = Trajectory("a", "I reason step by step. Answer: 42", meta={"final_answer": "42"})
+    b = Trajectory("b", "Let me think about the plan, then call a tool. Answer: 7")
+    out = ['{"score_a": 7, "score_b": 3, "winner": "A"}', '{"score_a": 2, "score_b": 9, "winner": "B"}']
+    for name in rubrics():
+        rubric = load_rubric(name)
+        ref = "42" if rubric.uses_reference else None
+        for m in pair_prompt(rubric, "Plan a three-day trip to Kyoto.", a, b, reference=ref):
+            out.append(m["content"])
+    return out * 4
+
+
+def build_tiny_model(path: str | Path, *, vocab_size: int = 1024, seed: int = 0, max_len: int = 8192) -> Path:
+    """Write a random 2-layer Llama (hidden 128, head size 64) and its tokenizer to ``path``.
+
+    Deterministic for a given ``seed``. Returns ``path``. Idempotent: an existing complete
+    checkpoint (``config.json`` + ``tokenizer.json`` + weights) is reused as is.
+    """
+    path = Path(path)
+    if (
+        (path / "config.json").exists()
+        and (path / "tokenizer.json").exists()
+        and any(path.glob("*.safetensors"))
+    ):
+        return path
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.model_max_length = max_len
+    fast.save_pretrained(path)
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(fast),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=max_len,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+    )
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(path, safe_serialization=True)
+    (path / "arenabench_tiny.json").write_text(json.dumps({"seed": seed, "vocab_size": len(fast)}))
+    return path
+
+
+__all__ = ["CHAT_TEMPLATE", "build_tiny_model"]
