@@ -320,3 +320,36 @@ def test_two_processes_write_concurrently(tmp_path):
     assert len(cache) == 200
     got = cache.get_many([f"k{w * 1000 + j}" for w in range(2) for j in range(100)])
     assert all(v is not None for v in got.values())
+
+
+def test_consistent_regex_admits_exactly_the_consistent_verdicts():
+    import itertools
+    import re
+
+    from arenabench.judges.prompts import consistent_verdict_regex
+
+    rx = re.compile(consistent_verdict_regex())
+    admitted = 0
+    for a, b, w in itertools.product(range(11), range(11), ("A", "B", "tie")):
+        text = f'{{"score_a": {a}, "score_b": {b}, "winner": "{w}"}}'
+        ok = rx.fullmatch(text) is not None
+        assert ok == (w == ("A" if a > b else "B" if b > a else "tie")), text
+        if ok:
+            assert isinstance(parse_verdict(text), PairJudgment)
+            admitted += 1
+    assert admitted == 121
+
+
+def test_verdict_label_probability_reads_the_last_winner_token():
+    from arenabench.judges.parsing import verdict_label_probability
+
+    # reasoning mentions "A" first; the label token of the final verdict is what counts
+    tokens = ["A", " is", " better", '. {"', "winner", '":', ' "', "B", '"}']
+    tops = [{"A": -0.1, "B": -2.3}] + [{}] * 6 + [{"B": math.log(0.7), "A": math.log(0.2), "t": -3.0}, {}]
+    assert verdict_label_probability(tokens, tops) == pytest.approx(0.2 / 0.9)
+    # a bare label (structured choice): the first token; merged quote+label tokens count too
+    bare = verdict_label_probability(["A"], [{"A": math.log(0.25), "B": math.log(0.75)}])
+    assert bare == pytest.approx(0.25)
+    assert verdict_label_probability([' "A'], [{' "A': -1.0, ' "B': -1.0}]) == pytest.approx(0.5)
+    assert verdict_label_probability(["x"], [{"x": 0.0}]) is None
+    assert verdict_label_probability([], []) is None
