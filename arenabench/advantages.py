@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 EPS = 1e-6  # as verl's GRPO: keeps a zero-variance group at exactly zero advantage
+_OVERFLOW = 1e150  # above this |reward| its square overflows float64
 
 
 def ranks_from_keys(*keys: np.ndarray) -> np.ndarray:
@@ -44,12 +45,16 @@ def rank_rewards(rank: np.ndarray) -> np.ndarray:
 
 
 def standardize(reward: np.ndarray, ddof: int = 0, eps: float = EPS) -> np.ndarray:
-    """GRPO group standardization ``(r − μ)/(σ + ε)``; NaN entries get advantage 0."""
+    """GRPO group standardization ``(r − μ)/(σ + ε)``; NaN entries get advantage 0. Rewards too
+    large to square are divided by their largest magnitude first (the same advantages up to ε)."""
     reward = np.asarray(reward, dtype=float)
     ok = ~np.isnan(reward)
     adv = np.zeros(len(reward))
     if ok.sum() <= ddof or ok.sum() < 2:
         return adv
     r = reward[ok]
+    scale = float(np.abs(r).max())
+    if scale > _OVERFLOW:  # r² would overflow to inf (NaN advantages): standardize r/scale instead
+        r = r / scale
     adv[ok] = (r - r.mean()) / (r.std(ddof=ddof) + eps)
     return adv

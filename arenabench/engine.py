@@ -92,10 +92,13 @@ def _valid_pair(x) -> str | None:
         return x.reason or "failure"
     if not isinstance(x, PairJudgment):
         return f"bad reply type {type(x).__name__}"
-    if not (math.isfinite(x.score_a) and math.isfinite(x.score_b)):
-        return "non-finite score"
-    if x.prob_a is not None and not (math.isfinite(x.prob_a) and 0.0 <= x.prob_a <= 1.0):
-        return "probability outside [0, 1]"
+    try:  # a reply with a non-numeric score (None, a string) is unusable, not a crash
+        if not (math.isfinite(x.score_a) and math.isfinite(x.score_b)):
+            return "non-finite score"
+        if x.prob_a is not None and not (math.isfinite(x.prob_a) and 0.0 <= x.prob_a <= 1.0):
+            return "probability outside [0, 1]"
+    except TypeError:
+        return "non-numeric score"
     return None
 
 

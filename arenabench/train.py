@@ -1,18 +1,46 @@
 """``arenabench-train`` / ``python -m arenabench.train``: the hydra app over ``conf/``.
 
 One job = one MLflow run (params = the resolved config flattened to dotted override keys;
-tags = constructor, setting, seed, sweep, overrides, git commit). A job that raises closes its
-run as FAILED. ``-m experiment=table2`` runs a whole sweep (joblib launcher, parallel jobs).
+tags = constructor, setting, seed, sweep, overrides, git commit, job_key). A job that raises
+closes its run as FAILED. ``-m experiment=table2`` runs a whole sweep (joblib launcher, parallel
+jobs).
+
+Restarting a killed sweep with the same command: each job's ``job_key`` (:func:`job_identity`)
+names it across launches; a job whose identical run already FINISHED is skipped
+(``tracking.skip_finished``), and the runs of SIGKILLed jobs are closed as FAILED when their job
+starts again (:class:`~arenabench.tracking.mlflow.Tracker`). Training is deterministic in the
+config, so with ``judge.cache`` set the restarted job replays the killed one's steps from the
+judgment cache without paying a judge call.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
+log = logging.getLogger(__name__)
+# config keys that do not change what a job computes: not part of its identity
+NOT_IDENTITY = ("progress", "tracking")
+NOT_IDENTITY_JUDGE = ("cache",)
+
+
+def job_identity(resolved: Mapping[str, Any], commit: str) -> str:
+    """What makes two launches the same job: the resolved config (less display, tracking and the
+    cache location) and the code commit. Uncommitted edits do not change it: after editing code,
+    rerun with ``tracking.skip_finished=false``."""
+    cfg = {k: v for k, v in resolved.items() if k not in NOT_IDENTITY}
+    if isinstance(cfg.get("judge"), Mapping):
+        cfg["judge"] = {k: v for k, v in cfg["judge"].items() if k not in NOT_IDENTITY_JUDGE}
+    text = json.dumps({"config": cfg, "commit": commit}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
 def job_tags(cfg: DictConfig) -> dict[str, str]:
@@ -29,6 +57,7 @@ def job_tags(cfg: DictConfig) -> dict[str, str]:
     skip = ("seed=", "experiment=", "progress=", "tracking.", "hydra.")  # not part of what is compared
     setting = " ".join(o for o in overrides if not o.startswith(skip)) or "default"
     sweep = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir
+    commit = git_commit() or "unknown"
     return {
         "constructor": str(cfg.reward.name),
         "reward": str(
@@ -39,7 +68,8 @@ def job_tags(cfg: DictConfig) -> dict[str, str]:
         "sweep": str(sweep),
         "overrides": " ".join(overrides),
         "experiment": str(cfg.name),
-        "git_commit": git_commit() or "unknown",
+        "git_commit": commit,
+        "job_key": job_identity(OmegaConf.to_container(cfg, resolve=True), commit),
     }
 
 
@@ -81,18 +111,34 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     if not cfg.tracking.enabled:
         return train(resolved, progress=progress)
 
-    from arenabench.tracking.mlflow import Tracker, flatten
+    from arenabench.tracking.mlflow import IDENTITY_TAG, Tracker, finished_run, flatten
 
     tags = job_tags(cfg)
+    identity = tags.pop(IDENTITY_TAG)
+    experiment = str(cfg.tracking.experiment)
+    if cfg.tracking.get("skip_finished", False):
+        done = finished_run(experiment, identity, uri=cfg.tracking.uri)
+        if done is not None:
+            log.warning(
+                "skipping %r: identical run %s (job_key %s) already FINISHED in experiment %r",
+                tags["overrides"],
+                done.info.run_id,
+                identity,
+                experiment,
+            )
+            return dict(done.data.metrics)
     run_name = f"{tags['setting']} seed={cfg.seed}"
     with Tracker(
-        str(cfg.tracking.experiment),
+        experiment,
         run_name=run_name,
         params=flatten(resolved),
         tags=tags,
         uri=cfg.tracking.uri,
         flush_every=int(cfg.tracking.flush_every),
+        identity=identity,
     ) as tracker:
+        if tracker.stale_failed:
+            log.warning("closed as FAILED the runs of dead processes: %s", ", ".join(tracker.stale_failed))
         tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
         rec = _Recorder(tracker)
         final = train(resolved, tracker=rec, progress=progress)

@@ -1,6 +1,7 @@
 """Judges: anything that answers batches of pairwise or pointwise requests."""
 
 from arenabench.judges.base import PairwiseJudge, PointwiseJudge
+from arenabench.judges.faults import FaultyJudge, InjectedJudgeError
 from arenabench.judges.simulated import PRESETS, SimulatedJudge, SimulatedJudgeConfig, true_quality
 
 
@@ -14,6 +15,8 @@ def presets() -> list[str]:
 
 
 __all__ = [
+    "FaultyJudge",
+    "InjectedJudgeError",
     "PairwiseJudge",
     "PointwiseJudge",
     "SimulatedJudge",

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, Trajectory
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, Trajectory
 
 KEY_VERSION = 1
 _CHUNK = 500  # keys per SELECT ... IN (...) (sqlite's variable limit is >= 999)
@@ -230,6 +230,8 @@ class JudgmentCache:
 
 
 def _encode(j: PairJudgment) -> dict[str, Any] | None:
+    if not isinstance(j, PairJudgment):
+        return None  # a bad reply type: the engine counts it as a failure; never cached
     vals = (j.score_a, j.score_b) + (() if j.prob_a is None else (j.prob_a,))
     if not all(isinstance(v, int | float) and math.isfinite(v) for v in vals):
         return None  # not a usable verdict: never cached, like a failure
@@ -245,12 +247,25 @@ def _decode(d: Mapping[str, Any]) -> PairJudgment:
     return PairJudgment(float(d["score_a"]), float(d["score_b"]), None if p is None else float(p))
 
 
-class CachedJudge:
-    """A pairwise judge that answers from ``cache`` and sends only misses to ``inner``.
+def _encode_point(x: Any) -> dict[str, Any] | None:
+    if not isinstance(x, int | float) or not math.isfinite(x):
+        return None
+    return {"score": float(x)}
 
-    Each :meth:`judge_pairs` call makes at most ONE ``inner.judge_pairs`` call, holding the
-    distinct missed requests (identical requests in a batch are asked once). Successful
-    :class:`PairJudgment` replies are stored; failures are returned but not stored.
+
+def _decode_point(d: Mapping[str, Any]) -> float:
+    return float(d["score"])
+
+
+class CachedJudge:
+    """A judge that answers from ``cache`` and sends only misses to ``inner``.
+
+    Each :meth:`judge_pairs` (:meth:`score_points`) call makes at most ONE inner call of the
+    same name, holding the distinct missed requests (identical requests in a batch are asked
+    once). Successful replies are stored; failures and non-finite scores are returned but not
+    stored. Pointwise keys carry ``order="point"`` and an empty second side, so they never
+    collide with a pairwise key. ``hits`` / ``misses`` count distinct keys per call (this
+    judge's own, even when several judges share one :class:`JudgmentCache`).
     """
 
     def __init__(
@@ -268,8 +283,10 @@ class CachedJudge:
         self.rubric = rubric
         self.sampling_params = dict(sampling_params or {})
         self.key_extra = dict(key_extra or {})
-        self.inner_calls = 0  # inner.judge_pairs batches sent
+        self.inner_calls = 0  # inner batches sent (pairwise and pointwise)
         self.inner_requests = 0  # requests inside them
+        self.hits = 0  # distinct keys answered from the cache
+        self.misses = 0  # distinct keys sent to the inner judge
 
     def __repr__(self) -> str:
         return f"CachedJudge({self.inner!r}, model={self.model!r}, rubric={self.rubric!r})"
@@ -287,37 +304,64 @@ class CachedJudge:
             extra=self.key_extra,
         )
 
+    def point_key(self, r: PointRequest) -> str:
+        return judgment_key(
+            self.model,
+            self.rubric,
+            r.prompt,
+            trajectory_content(r.traj),
+            "",
+            order="point",
+            sample=r.sample,
+            sampling_params=self.sampling_params,
+            extra=self.key_extra,
+        )
+
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
-        requests = list(requests)
-        keys = [self.key(r) for r in requests]
+        return self._answer(list(requests), self.key, "judge_pairs", _encode, _decode)
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        if not hasattr(self.inner, "score_points"):
+            raise TypeError(f"{self.inner!r} has no score_points: it is not a pointwise judge")
+        return self._answer(list(requests), self.point_key, "score_points", _encode_point, _decode_point)
+
+    def _answer(self, requests, key_of, method, encode, decode):
+        keys = [key_of(r) for r in requests]
         cached = self.cache.get_many(keys)
-        replies: dict[str, PairJudgment | JudgeFailure] = {}
+        replies: dict[str, Any] = {}
         for k, v in cached.items():
             if v is not None:
                 with contextlib.suppress(KeyError, TypeError, ValueError):  # unreadable: ask again
-                    replies[k] = _decode(v)
-        todo: dict[str, PairRequest] = {}
+                    replies[k] = decode(v)
+        todo: dict[str, Any] = {}
         for k, r in zip(keys, requests, strict=True):
             if k not in replies and k not in todo:
                 todo[k] = r
+        self.hits += len(replies)
+        self.misses += len(todo)
         if todo:
             self.inner_calls += 1
             self.inner_requests += len(todo)
-            answers = list(self.inner.judge_pairs(list(todo.values())))
+            answers = list(getattr(self.inner, method)(list(todo.values())))
             if len(answers) != len(todo):
                 raise RuntimeError(f"inner judge answered {len(answers)} of {len(todo)} requests")
             store = []
             for k, ans in zip(todo, answers, strict=True):
                 replies[k] = ans
-                if isinstance(ans, PairJudgment):
-                    enc = _encode(ans)
-                    if enc is not None:
-                        store.append((k, enc))
+                enc = None if isinstance(ans, JudgeFailure) else encode(ans)
+                if enc is not None:
+                    store.append((k, enc))
             self.cache.put_many(store)
         return [replies[k] for k in keys]
 
     def stats(self) -> dict[str, Any]:
-        return {**self.cache.stats(), "inner_calls": self.inner_calls, "inner_requests": self.inner_requests}
+        return {
+            **self.cache.stats(),
+            "inner_calls": self.inner_calls,
+            "inner_requests": self.inner_requests,
+            "judge_hits": self.hits,
+            "judge_misses": self.misses,
+        }
 
 
 __all__ = ["CachedJudge", "JudgmentCache", "judgment_key", "trajectory_content"]

@@ -86,6 +86,9 @@ class Constructor:
         flags = list(outcome.flags)
         if outcome.reward is not None:
             reward = np.asarray(outcome.reward, dtype=float)
+            if np.isinf(reward).any():  # e.g. a vote mean past the float range: unranked, not ±inf
+                flags.append(f"non_finite_reward:{int(np.isinf(reward).sum())}")
+                reward = np.where(np.isinf(reward), np.nan, reward)
             rank = ranks_from_keys(reward) if outcome.rank is None else np.asarray(outcome.rank, float)
         else:
             rank = np.asarray(outcome.rank, dtype=float)

@@ -9,6 +9,13 @@ happens under :func:`lock_for` — an exclusive ``fcntl.flock`` on ``<db path>.l
 first connect, experiment get-or-create, run creation, each metric flush, artifact logging and
 the end of the run. Writes are serialized; a job holds the lock only for one short transaction.
 
+Crash safety. A job killed with SIGKILL cannot close its run, which would stay RUNNING for
+ever. Every run therefore records its owner (``owner_host``, ``owner_pid``, ``owner_start`` —
+the process start time, so a recycled pid is not mistaken for the owner), and a run opened with
+an ``identity`` (the ``job_key`` tag: what makes two jobs the same job) first marks FAILED every
+RUNNING run of that identity whose owner process is gone. :func:`finished_run` finds a FINISHED
+run of an identity, so a restarted sweep can skip what already finished.
+
 ``mlflow`` is imported inside functions so that importing this module stays cheap.
 """
 
@@ -20,6 +27,7 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -37,6 +45,7 @@ METRICS_PER_BATCH = 1000
 PARAMS_TAGS_PER_BATCH = 100
 
 _STATUSES = ("FINISHED", "FAILED", "KILLED")
+IDENTITY_TAG = "job_key"
 
 
 # --------------------------------------------------------------------------- URIs and locking
@@ -256,6 +265,104 @@ def _get_or_create_experiment(client, name: str, uri: str) -> str:
     return exp.experiment_id
 
 
+# --------------------------------------------------------------------------- run owners
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22); None
+    where there is no procfs or no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # the command name may hold spaces and ")"
+    return fields[19] if len(fields) > 19 else None
+
+
+def owner_tags() -> dict[str, str]:
+    """Who owns a run being opened: this host, this process and its start time."""
+    pid = os.getpid()
+    return {"owner_host": socket.gethostname(), "owner_pid": str(pid), "owner_start": _proc_start(pid) or ""}
+
+
+def owner_alive(tags: Mapping[str, str]) -> bool | None:
+    """Whether the process that owns a run (from its owner tags) still runs: False when it is gone
+    (no such pid, a zombie, or a pid recycled by a process that started later), True when it runs,
+    None when this host cannot tell (another host, or a run without owner tags)."""
+    host, pid = tags.get("owner_host"), tags.get("owner_pid", "")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        state = ""
+    if state in ("Z", "X"):  # killed, not yet reaped
+        return False
+    start = tags.get("owner_start")
+    now = _proc_start(int(pid))
+    return not (start and now and start != now)
+
+
+def _runs_of(client, experiment_id: str, identity: str, status: str) -> list:
+    from mlflow.entities import ViewType
+
+    query = f"tags.{IDENTITY_TAG} = '{identity}' and attributes.status = '{status}'"
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [experiment_id], query, run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def fail_dead_runs(client, experiment_id: str, identity: str, by: str = "") -> list[str]:
+    """Mark FAILED every RUNNING run of ``identity`` whose owner process is gone (call under
+    :func:`lock_for`); returns their run ids. A run whose owner this host cannot check (another
+    host) is left alone: it may still be running."""
+    from mlflow.entities import RunTag
+
+    failed = []
+    for run in _runs_of(client, experiment_id, identity, "RUNNING"):
+        if owner_alive(run.data.tags) is not False:
+            continue
+        t = run.data.tags
+        why = f"owner process {t.get('owner_pid')} on {t.get('owner_host')} died without closing the run"
+        client.log_batch(
+            run.info.run_id, tags=[RunTag("failed_reason", _truncate(why + by, TAG_VALUE_LIMIT))]
+        )
+        client.set_terminated(run.info.run_id, "FAILED")
+        failed.append(run.info.run_id)
+    return failed
+
+
+def finished_run(experiment: str, identity: str, uri: str | None = None):
+    """The latest FINISHED run of ``identity`` in ``experiment`` (an ``mlflow.entities.Run``), or
+    None (also when the store or the experiment does not exist yet)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri(uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():
+        return None
+    _preimport_store(uri)
+    with lock_for(uri):
+        client = MlflowClient(tracking_uri=uri)
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None or exp.lifecycle_stage != "active":
+            return None
+        runs = _runs_of(client, exp.experiment_id, identity, "FINISHED")
+    return max(runs, key=lambda r: r.info.end_time or 0) if runs else None
+
+
 # --------------------------------------------------------------------------- the tracker
 
 
@@ -271,10 +378,15 @@ class Tracker:
     created in the main thread) SIGTERM raises SystemExit, so a killed job closes as FAILED too;
     the previous handler is restored when the run ends.
 
+    With ``identity`` (tag ``job_key``) the tracker first marks FAILED the RUNNING runs of the
+    same identity whose owner process died (a SIGKILLed job: see the module doc); their ids are
+    in :attr:`stale_failed`. Every run carries owner tags (host, pid, process start time).
+
     Attributes:
         skipped: how many metric values were dropped because they were not finite (NaN/±inf):
             they would poison means over seeds and MLflow's charts, so they are counted here
             rather than logged.
+        stale_failed: run ids of dead owners' runs this tracker closed as FAILED.
     """
 
     def __init__(
@@ -285,6 +397,7 @@ class Tracker:
         tags: Mapping[str, Any] | None = None,
         uri: str | None = None,
         flush_every: int = 50,
+        identity: str | None = None,
     ):
         from mlflow.tracking import MlflowClient
 
@@ -298,11 +411,17 @@ class Tracker:
         self._status: str | None = None
         self._prev_sigterm: Any = None
         self._sigterm_installed = False
-        run_tags = {str(k): _truncate(str(v), TAG_VALUE_LIMIT) for k, v in (tags or {}).items()}
+        self.stale_failed: list[str] = []
+        all_tags = {**(tags or {}), **owner_tags(), **({IDENTITY_TAG: identity} if identity else {})}
+        run_tags = {str(k): _truncate(str(v), TAG_VALUE_LIMIT) for k, v in all_tags.items()}
         _preimport_store(self.uri)
         with lock_for(self.uri):  # first connect may create the tables: one process at a time
             self.client = MlflowClient(tracking_uri=self.uri)
             self.experiment_id = _get_or_create_experiment(self.client, experiment, self.uri)
+            if identity:
+                self.stale_failed = fail_dead_runs(
+                    self.client, self.experiment_id, identity, by=f" (found by pid {os.getpid()})"
+                )
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags=run_tags)
         self._run_id = run.info.run_id
         try:
