@@ -9,6 +9,7 @@ from arenabench.rewards import (  # noqa: F401  (importing registers)
     round_robin,
     rrc,
     single_elim,
+    sparse,
     swiss,
     writing_zero,
 )

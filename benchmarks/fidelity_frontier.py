@@ -1,0 +1,235 @@
+"""Fidelity per judge call: the frontier, and the search for a ≤ 2N design that beats round-robin.
+
+Every registered constructor (+ the fidelity study's variants) on the same simulated groups
+(calibrated judge, seed 0), with standard errors over groups, and the change in Kendall τ vs
+round-robin *paired* on the same groups (its SE is far smaller than either τ's). The search rows
+are the sparse constructors (``arenabench/rewards/sparse.py``) by evidence type and budget; a
+row "beats round-robin" when its comparisons are ≤ 2N and Δτ > 2 SE. Run:
+``python benchmarks/fidelity_frontier.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from arenabench import judges, rewards
+from arenabench.engine import Engine
+from arenabench.fidelity import group_metrics, plot_frontier
+from arenabench.sim import qualities
+
+try:
+    from benchmarks import common
+except ImportError:  # run as a script
+    import common  # type: ignore[no-redef]
+
+BASELINE = "round_robin"
+METRICS = ("kendall_tau", "spearman", "top1", "adv_corr")
+
+
+@dataclass(frozen=True)
+class Config:
+    sizes: tuple[int, ...] = (8, 16)
+    groups: int = 200
+    judge: str = "calibrated"
+    seed: int = 0
+    chunk: int = 64  # groups per engine step, as K prompts of a training step
+
+
+FULL = Config()
+QUICK = Config(sizes=(8,), groups=12)
+
+
+def search_specs(n: int) -> list[str]:
+    """The candidates beyond the registered defaults: each evidence type, budgets 2N and all pairs."""
+    every = n * (n - 1) // 2
+    out = []
+    for name in ("bt_bracket", "adaptive_pairs"):
+        out += [f"{name}:outcome=verdict", f"{name}:outcome=score"]
+    out += [f"adaptive_pairs:budget={2 * n}", f"adaptive_pairs:budget={2 * n}:outcome=score"]
+    out += [f"adaptive_pairs:budget={every}", f"adaptive_pairs:budget={every}:outcome=score"]  # all pairs
+    return out
+
+
+def evaluate(spec: str, groups, cfg: Config) -> dict[str, np.ndarray]:
+    """Per-group metrics and costs of one constructor on ``groups``."""
+    cons = rewards.from_spec(spec)
+    engine = Engine(judges.get(cfg.judge, seed=cfg.seed), seed=cfg.seed)
+    per: dict[str, list[float]] = {k: [] for k in (*METRICS, "comparisons", "judge_calls", "waves")}
+    for step, k in enumerate(range(0, len(groups), cfg.chunk)):
+        part = groups[k : k + cfg.chunk]
+        for res, g in zip(engine.run(cons, part, step=step).results, part, strict=True):
+            m = group_metrics(res, qualities(g))
+            for key in METRICS:
+                per[key].append(m[key])
+            per["comparisons"].append(res.comparisons)
+            per["judge_calls"].append(res.judge_calls)
+            per["waves"].append(res.waves)
+    return {k: np.asarray(v, dtype=float) for k, v in per.items()}
+
+
+def _se(x: np.ndarray) -> float:
+    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None = None) -> dict:
+    cfg = QUICK if quick else FULL
+    m = m or common.machine()
+    rows: list[dict] = []
+    for n in cfg.sizes:
+        groups = common.groups_for(cfg.groups, n, seed=cfg.seed)
+        specs = common.constructor_specs(only)
+        specs = ([BASELINE] if BASELINE not in specs else []) + specs
+        specs += [s for s in search_specs(n) if not only]
+        base = evaluate(BASELINE, groups, cfg)
+        for spec in specs:
+            if common.skip_reason(spec, n):
+                continue
+            per = base if spec == BASELINE else evaluate(spec, groups, cfg)
+            d = per["kendall_tau"] - base["kendall_tau"]
+            row = {
+                "group_size": n,
+                "constructor": spec,
+                "search": spec in search_specs(n) or spec.split(":")[0] in ("bt_bracket", "adaptive_pairs"),
+                "comparisons_per_group": float(per["comparisons"].mean()),
+                "judge_calls_per_group": float(per["judge_calls"].mean()),
+                "waves": float(per["waves"].mean()),
+                "kendall_tau": float(per["kendall_tau"].mean()),
+                "tau_se": _se(per["kendall_tau"]),
+                "d_tau_vs_rr": float(d.mean()),
+                "d_tau_se": _se(d),
+                "top1": float(per["top1"].mean()),
+                "adv_corr": float(per["adv_corr"].mean()),
+            }
+            row["le_2n"] = row["comparisons_per_group"] <= 2 * n
+            row["beats_rr"] = bool(row["le_2n"] and row["d_tau_vs_rr"] > 2 * row["d_tau_se"])
+            rows.append(row)
+            print(
+                f"[fidelity] N={n:<3} {spec:<40} cmp={row['comparisons_per_group']:6.1f} "
+                f"tau={row['kendall_tau']:.3f}±{row['tau_se']:.3f} "
+                f"Δ={row['d_tau_vs_rr']:+.3f}±{row['d_tau_se']:.3f}",
+                flush=True,
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    common.write_csv(out / "fidelity_frontier.csv", rows)
+    plot_frontier(
+        rows, str(out / "fidelity_frontier.png"), title=f"Fidelity per judge call ({cfg.judge} judge)"
+    )
+    s = summarize(rows, cfg)
+    _write_md(out, rows, s, cfg, m, quick)
+    return s
+
+
+def summarize(rows: list[dict], cfg: Config) -> dict:
+    s: dict = {"groups": cfg.groups, "by_n": {}}
+    for n in cfg.sizes:
+        sub = [r for r in rows if r["group_size"] == n]
+        rr = next((r for r in sub if r["constructor"] == BASELINE), None)
+        cheap = [r for r in sub if r["le_2n"] and r["constructor"] != BASELINE]
+        relative = [r for r in cheap if "outcome=score" not in r["constructor"]]
+        best_rel = max(relative, key=lambda r: r["kendall_tau"], default=None)
+        best_any = max(cheap, key=lambda r: r["kendall_tau"], default=None)
+        s["by_n"][n] = {
+            "rr_tau": rr["kendall_tau"] if rr else float("nan"),
+            "rr_se": rr["tau_se"] if rr else float("nan"),
+            "beats": [r["constructor"] for r in sub if r["beats_rr"]],
+            "best_relative": _brief(best_rel),
+            "best_any": _brief(best_any),
+        }
+    return s
+
+
+def _brief(r: dict | None) -> dict | None:
+    if r is None:
+        return None
+    keys = ("constructor", "comparisons_per_group", "kendall_tau", "tau_se", "d_tau_vs_rr", "d_tau_se")
+    return {k: r[k] for k in keys}
+
+
+def _verdict(n: int, v: dict) -> str:
+    rel, anyr = v["best_relative"], v["best_any"]
+    line = f"- **N = {n}**: round-robin τ = {v['rr_tau']:.3f} ± {v['rr_se']:.3f}. "
+    if rel:
+        line += (
+            f"Best ≤ 2N design on comparison evidence (verdicts or P(A)): `{rel['constructor']}` "
+            f"({rel['comparisons_per_group']:.0f} comparisons) τ = {rel['kendall_tau']:.3f}, "
+            f"Δ = {rel['d_tau_vs_rr']:+.3f} ± {rel['d_tau_se']:.3f}. "
+        )
+    if anyr and anyr is not rel and anyr["constructor"] != (rel or {}).get("constructor"):
+        line += (
+            f"Best ≤ 2N design overall: `{anyr['constructor']}` τ = {anyr['kendall_tau']:.3f}, "
+            f"Δ = {anyr['d_tau_vs_rr']:+.3f} ± {anyr['d_tau_se']:.3f}. "
+        )
+    line += "Beats round-robin (Δ > 2 SE): " + (", ".join(f"`{b}`" for b in v["beats"]) or "none") + "."
+    return line
+
+
+def _write_md(out: Path, rows, s: dict, cfg: Config, m, quick: bool) -> None:
+    cols = [
+        "constructor",
+        "comparisons_per_group",
+        "judge_calls_per_group",
+        "waves",
+        "kendall_tau",
+        "tau_se",
+        "d_tau_vs_rr",
+        "d_tau_se",
+        "top1",
+        "adv_corr",
+        "beats_rr",
+    ]
+    heads = [
+        "constructor",
+        "comparisons",
+        "judge calls",
+        "waves",
+        "Kendall τ",
+        "± SE",
+        "Δτ vs round-robin (paired)",
+        "± SE",
+        "top-1",
+        "adv corr",
+        "beats RR at ≤ 2N",
+    ]
+    body = [
+        f"`{cfg.judge}` judge, {cfg.groups} simulated groups per N, seed {cfg.seed}, groups run "
+        f"{cfg.chunk} per "
+        "engine step. SE = std over groups / √groups; Δτ is paired on the same groups. Plot: "
+        "[`fidelity_frontier.png`](fidelity_frontier.png).",
+        "",
+        "### Does a ≤ 2N design beat round-robin?",
+        "",
+        *[_verdict(n, v) for n, v in s["by_n"].items()],
+        "",
+        "How to read `outcome=score`: it ranks by each side's own 0–10 score, which this simulator "
+        "draws independently of the opponent (a per-side measurement, closer to a pointwise judge with "
+        "pairwise noise than to a comparison); an LLM judge's scores are partly relative, so that gain "
+        "may not transfer. Round-robin's win-rate rule drops the margins: the all-pairs rows "
+        "(`budget=N(N−1)/2`) show what its comparisons hold under each aggregator.",
+    ]
+    if quick:
+        body += ["", "**quick mode** (smoke sizes; not the reported numbers)."]
+    parts = ["\n".join(body)]
+    for n in cfg.sizes:
+        sub = sorted(
+            (r for r in rows if r["group_size"] == n), key=lambda r: (r["search"], r["judge_calls_per_group"])
+        )
+        parts.append(f"## N = {n}\n\n" + common.md_table(sub, cols, heads))
+    cmd = "python benchmarks/fidelity_frontier.py" + (" --quick" if quick else "")
+    common.write_md(out / "fidelity_frontier.md", "Fidelity per judge call", m, cmd, "\n\n".join(parts))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="results/bench")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--constructors", default=None)
+    args = ap.parse_args(argv)
+    print(run(Path(args.out), args.quick, args.constructors))
+
+
+if __name__ == "__main__":
+    main()

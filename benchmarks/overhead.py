@@ -1,0 +1,212 @@
+"""Engine + constructor + aggregation overhead per group, with a zero-latency judge.
+
+The time a step spends outside the judge serializes with it: at L per wave it is what the
+``waves`` table's wall / bound ratio is made of. Measured per constructor at N ∈ {8, 16, 64}
+behind a zero-latency :class:`LatencyJudge` (which times the simulated judge itself, so its
+compute is subtracted: a served judge does that work within its latency). Reported as a share
+of the judge's critical path at L = 10 ms for K = 8 groups per step, and as the largest K that
+stays under 2%. Run: ``python benchmarks/overhead.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from arenabench import judges, rewards
+from arenabench.engine import Engine
+from arenabench.judges.latency import LatencyJudge
+
+try:
+    from benchmarks import common
+except ImportError:  # run as a script
+    import common  # type: ignore[no-redef]
+
+
+@dataclass(frozen=True)
+class Config:
+    sizes: tuple[int, ...] = (8, 16, 64)
+    groups: tuple[int, ...] = (8, 8, 2)  # K per size: enough groups to amortize, few enough at N = 64
+    min_s: float = 0.3  # repeat a measurement until this much time is spent ...
+    max_repeats: int = 5  # ... or this many runs
+    latency_s: float = 0.010  # the L the share is quoted at
+    k_step: int = 8  # the K the share is quoted at
+    api_concurrency: int = 32  # the API model's requests in flight (L per request = latency_s)
+
+
+FULL = Config()
+QUICK = Config(sizes=(8,), groups=(2,), min_s=0.0, max_repeats=1)
+
+
+def measure(spec: str, groups, cfg: Config) -> dict:
+    judge = LatencyJudge(judges.get("calibrated"))
+    walls, inner, stats = [], [], None
+    spent = 0.0
+    while len(walls) < cfg.max_repeats and (not walls or spent < cfg.min_s):
+        judge.reset()
+        cons = rewards.from_spec(spec)
+        t0 = time.perf_counter()
+        stats = Engine(judge).run(cons, groups).stats
+        wall = time.perf_counter() - t0
+        walls.append(wall)
+        inner.append(judge.inner_s)
+        spent += wall
+    assert stats is not None
+    k = len(groups)
+    wall = statistics.median(walls)
+    judge_s = statistics.median(inner)
+    over = max(wall - judge_s, 0.0) / k
+    crit = stats.waves * cfg.latency_s
+    # the same step's batches against an API judge: L per request, c in flight (measured K)
+    api = sum(math.ceil(b / cfg.api_concurrency) * cfg.latency_s for _, b, _ in judge.log)
+    return {
+        "K_measured": k,
+        "waves": stats.waves,
+        "requests_per_group": stats.judge_calls / k,
+        "wall_ms_per_group": wall / k * 1e3,
+        "sim_judge_ms_per_group": judge_s / k * 1e3,
+        "overhead_ms_per_group": over * 1e3,
+        "overhead_us_per_request": over / (stats.judge_calls / k) * 1e6
+        if stats.judge_calls
+        else float("nan"),
+        "share_at_L": (cfg.k_step * over / crit) if crit else float("nan"),
+        "max_K_under_2pct": (0.02 * crit / over) if crit and over > 0 else float("nan"),
+        "share_api": (k * over / api) if api else float("nan"),
+        "repeats": len(walls),
+    }
+
+
+def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None = None) -> dict:
+    cfg = QUICK if quick else FULL
+    m = m or common.machine()
+    rows, skipped = [], []
+    for n, k in zip(cfg.sizes, cfg.groups, strict=True):
+        groups = common.groups_for(k, n, seed=1)
+        for spec in common.constructor_specs(only):
+            if why := common.skip_reason(spec, n):
+                skipped.append(f"{spec} at N={n}: {why}")
+                continue
+            row = {"N": n, "constructor": spec, **measure(spec, groups, cfg)}
+            rows.append(row)
+            print(
+                f"[overhead] N={n:<3} {spec:<28} {row['overhead_ms_per_group']:8.2f} ms/group "
+                f"({row['overhead_us_per_request']:.1f} µs/request) share@{cfg.latency_s * 1e3:g}ms,"
+                f"K={cfg.k_step}: {row['share_at_L']:.1%}",
+                flush=True,
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    common.write_csv(out / "overhead.csv", rows)
+    s = summarize(rows, cfg)
+    L = cfg.latency_s * 1e3
+    body = [
+        f"Zero-latency `LatencyJudge` around the `calibrated` simulated judge; overhead = step wall − the "
+        f"simulated judge's own compute, per group (median of up to {cfg.max_repeats} runs over K groups, "
+        f"K = {dict(zip(cfg.sizes, cfg.groups, strict=True))} by N). share = K·overhead / (waves·L) at "
+        f"K = {cfg.k_step}, L = {L:g} ms; max K = the K per step at which the share reaches 2%. A fixed L "
+        "per batch, whatever its size, is the judge's best case (448 requests in 10 ms for round-robin at "
+        "N = K = 8); the API column charges the same batches L per request with "
+        f"{cfg.api_concurrency} in flight.",
+        "",
+        f"- share < 2% at L = {L:g} ms, K = {cfg.k_step}: {s['under_2pct']} of {s['rows']} rows; "
+        f"median share {s['median_share']:.1%} by N: "
+        + ", ".join(f"N={n}: {v:.1%}" for n, v in s["median_share_by_n"].items())
+        + ".",
+        f"- against an API judge ({L:g} ms per request, {cfg.api_concurrency} in flight, the measured K): "
+        f"{s['api_under_2pct']} of {s['api_rows']} rows under 2%; median share {s['api_median_share']:.1%}.",
+        "- engine + constructor cost per judge request (median over rows): "
+        f"{s['median_us_per_request']:.1f} µs.",
+        f"- heaviest: {', '.join(s['heaviest'])}.",
+    ]
+    if skipped:
+        body += ["", "Skipped: " + "; ".join(skipped)]
+    if quick:
+        body += ["", "**quick mode** (smoke sizes; not the reported numbers)."]
+    cols = [
+        "N",
+        "constructor",
+        "waves",
+        "requests_per_group",
+        "wall_ms_per_group",
+        "sim_judge_ms_per_group",
+        "overhead_ms_per_group",
+        "overhead_us_per_request",
+        "share_at_L",
+        "max_K_under_2pct",
+        "share_api",
+    ]
+    heads = [
+        "N",
+        "constructor",
+        "waves",
+        "requests/group",
+        "wall ms/group",
+        "sim judge ms/group",
+        "overhead ms/group",
+        "µs/request",
+        f"share @ L={L:g}ms, K={cfg.k_step}",
+        "max K under 2%",
+        f"share, API {L:g} ms/request, c={cfg.api_concurrency}",
+    ]
+    shown = [{**r, **{c: _pct(r[c]) for c in ("share_at_L", "share_api")}} for r in rows]
+    tables = [
+        f"## N = {n}\n\n" + common.md_table([r for r in shown if r["N"] == n], cols, heads) for n in cfg.sizes
+    ]
+    cmd = "python benchmarks/overhead.py" + (" --quick" if quick else "")
+    common.write_md(
+        out / "overhead.md",
+        "Engine + aggregation overhead",
+        m,
+        cmd,
+        "\n".join(body) + "\n\n" + "\n\n".join(tables),
+    )
+    return s
+
+
+def _pct(v: float) -> str:
+    return "" if v != v else f"{v:.1%}"
+
+
+def summarize(rows, cfg: Config) -> dict:
+    ok = [r for r in rows if r["share_at_L"] == r["share_at_L"]]
+    by_n = {}
+    for n in cfg.sizes:
+        sub = [r["share_at_L"] for r in ok if r["N"] == n]
+        if sub:
+            by_n[n] = statistics.median(sub)
+    api = [r["share_api"] for r in rows if r["share_api"] == r["share_api"]]
+    top = sorted(ok, key=lambda r: -r["share_at_L"])[:3]
+    us = [
+        r["overhead_us_per_request"]
+        for r in rows
+        if r["overhead_us_per_request"] == r["overhead_us_per_request"]
+    ]
+    return {
+        "rows": len(ok),
+        "under_2pct": sum(r["share_at_L"] < 0.02 for r in ok),
+        "median_share": statistics.median(r["share_at_L"] for r in ok) if ok else float("nan"),
+        "median_share_by_n": by_n,
+        "median_us_per_request": statistics.median(us) if us else float("nan"),
+        "api_rows": len(api),
+        "api_under_2pct": sum(x < 0.02 for x in api),
+        "api_median_share": statistics.median(api) if api else float("nan"),
+        "heaviest": [f"{r['constructor']} N={r['N']} ({r['share_at_L']:.0%})" for r in top],
+        "latency_ms": cfg.latency_s * 1e3,
+        "k_step": cfg.k_step,
+    }
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="results/bench")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--constructors", default=None)
+    args = ap.parse_args(argv)
+    print(run(Path(args.out), args.quick, args.constructors))
+
+
+if __name__ == "__main__":
+    main()
