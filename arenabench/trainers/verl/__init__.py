@@ -1,0 +1,11 @@
+"""verl adapter: tournament rewards in verl's GRPO / CISPO training (verl 0.9, its own venv).
+
+* ``reward_manager`` — ``ArenaRewardManager``, a reward-loop manager whose group barrier
+  (``barrier``) gathers each prompt's N responses and scores all ready groups in one engine run
+  (``scoring``);
+* ``advantage`` — the ``arenabench`` advantage estimator (constructor advantages, passed through);
+* ``launch`` — ``arenabench-verl``, verl's ``main_ppo`` over ``conf/verl``;
+* ``tiny_model`` — a tokenizer, a 2-layer Llama and a toy dataset built locally (GPU smoke test).
+
+Only the submodules import verl, Ray and transformers; importing this package does not.
+"""

@@ -1,0 +1,322 @@
+"""``arenabench-verl``: a thin wrapper over ``verl.trainer.main_ppo``.
+
+It composes one of ``conf/verl/*.yaml`` — verl's own ``ppo_trainer`` config, our wiring
+(``conf/verl/base.yaml``), a constructor from ``conf/reward``, a judge from ``conf/judge`` (or
+``conf/verl/judge``) and a loss from ``conf/verl/loss`` — applies the command-line overrides, and
+hands the config to verl's ``main`` unchanged otherwise::
+
+    arenabench-verl --config-name arenarl_n16 reward=round_robin judge=calibrated \\
+        actor_rollout_ref.model.path=Qwen/Qwen3-4B data.train_files=... data.val_files=...
+    arenabench-verl --config-name reasoning_arena_cispo --dry-run     # print the config, exit 0
+
+``reward=X`` / ``judge=Y`` are shorthands for ``reward@arenabench.reward=X`` /
+``judge@arenabench.judge=Y``: verl's config has a group called ``reward`` too, and a bare
+``reward=X`` would silently replace verl's reward section. Everything else is a normal hydra
+override of verl's keys (``+key=value`` to add one).
+
+Before starting verl it (1) puts ``arenabench.trainers.verl.advantage`` into
+``VERL_USE_EXTERNAL_MODULES`` so every Ray worker registers the ``arenabench`` advantage
+estimator, and (2) when ``trainer.logger`` holds ``mlflow``, opens the MLflow run itself — in the
+local trainer's store (``$MLFLOW_TRACKING_URI`` or ``sqlite:///results/mlflow.db``, artifacts
+next to it) with the local trainer's tags — and passes ``MLFLOW_TRACKING_URI`` and
+``MLFLOW_RUN_ID`` to the Ray workers, so verl's own MLflow logger writes into that run and
+``arenabench compare`` reads it beside the local runs. One launch = one run (no ``-m`` sweeps:
+clusters schedule jobs themselves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+VERL_CONF = CONF / "verl"
+ADV_MODULE = "arenabench.trainers.verl.advantage"
+MANAGER_MODULE = "pkg://arenabench.trainers.verl.reward_manager"
+# Ray's default max_concurrency of an async actor, hence of verl's reward worker: callers parked in
+# the barrier hold a slot, so more samples per batch than this can deadlock until the timeout
+MAX_IN_FLIGHT = 1000
+SHORTHANDS = {"reward": "reward@arenabench.reward", "judge": "judge@arenabench.judge"}
+# overrides that do not change what a run computes: not part of its ``setting`` tag
+NOT_SETTING = (
+    "arenabench.seed=",
+    "arenabench.sweep=",
+    "arenabench.tracking_uri=",
+    "arenabench.log_metrics=",
+    "seed=",
+    "trainer.logger",
+    "trainer.project_name",
+    "trainer.experiment_name",
+    "trainer.default_local_dir",
+    "trainer.nnodes",
+    "trainer.n_gpus_per_node",
+    "ray_kwargs.",
+    "hydra.",
+    "data.train_files",
+    "data.val_files",
+    "actor_rollout_ref.model.path",
+)
+
+log = logging.getLogger(__name__)
+
+
+def examples() -> list[str]:
+    """The launchable configs in ``conf/verl`` (every top-level file but ``base``)."""
+    return sorted(p.stem for p in VERL_CONF.glob("*.yaml") if p.stem != "base")
+
+
+def translate(overrides: Sequence[str]) -> list[str]:
+    """Expand the ``reward=`` / ``judge=`` shorthands (see the module docstring)."""
+    out = []
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        bare = key.lstrip("~+")
+        if sep and bare in SHORTHANDS:
+            o = key[: len(key) - len(bare)] + SHORTHANDS[bare] + "=" + value
+        out.append(o)
+    return out
+
+
+def compose(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The full verl config for ``conf/verl/<config_name>.yaml`` plus ``overrides``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if config_name not in examples():
+        from arenabench.registry import unknown_message
+
+        raise ValueError(unknown_message("verl config", config_name, examples()))
+    search = f"hydra.searchpath=[file://{CONF},pkg://verl.trainer.config]"
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(VERL_CONF), version_base=None):
+        return hydra_compose(config_name, overrides=[*translate(overrides), search])
+
+
+def check_wiring(cfg: DictConfig) -> list[str]:
+    """Problems that would make verl ignore or mis-normalize our rewards (empty = fine)."""
+    problems = []
+    rm = cfg.reward.reward_manager
+    by_path = (
+        rm.source == "importlib" and rm.name == "ArenaRewardManager" and rm.module.path == MANAGER_MODULE
+    )
+    by_name = rm.source == "register" and rm.name == "arenabench"
+    if not (by_path or by_name):
+        problems.append(
+            f"reward.reward_manager is {rm.source}:{rm.name} — set source=importlib, "
+            f"name=ArenaRewardManager, module.path={MANAGER_MODULE}"
+        )
+    if int(cfg.reward.num_workers) != 1:
+        problems.append(
+            f"reward.num_workers={cfg.reward.num_workers}: the group barrier needs every sibling "
+            "in one reward worker (1)"
+        )
+    rollout = cfg.actor_rollout_ref.rollout
+    val_batch = cfg.data.get("val_batch_size")
+    for what, batch, n in (
+        ("data.train_batch_size", cfg.data.train_batch_size, rollout.n),
+        ("data.val_batch_size", val_batch, rollout.val_kwargs.n),
+    ):
+        if batch is None:
+            problems.append(
+                f"{what}=null sends the whole dataset at once: set it (<= {MAX_IN_FLIGHT} samples)"
+            )
+        elif int(batch) * int(n) > MAX_IN_FLIGHT:
+            problems.append(
+                f"{what} x n = {int(batch) * int(n)} samples > {MAX_IN_FLIGHT}, the reward worker's Ray "
+                "concurrency: parked siblings could block the rest until the barrier times out"
+            )
+    est = cfg.algorithm.adv_estimator
+    if est == "grpo" and cfg.algorithm.get("norm_adv_by_std_in_grpo", True):
+        problems.append(
+            "algorithm.adv_estimator=grpo with norm_adv_by_std_in_grpo=true standardizes the constructor's "
+            "advantages a second time: use algorithm.adv_estimator=arenabench"
+        )
+    elif est not in ("arenabench", "grpo"):
+        problems.append(
+            f"algorithm.adv_estimator={est}: constructor advantages need arenabench (pass-through)"
+        )
+    if cfg.algorithm.get("use_kl_in_reward", False):
+        problems.append(
+            "algorithm.use_kl_in_reward=true adds a KL term to the advantages; use actor.use_kl_loss"
+        )
+    return problems
+
+
+def job_tags(cfg: DictConfig, config_name: str, overrides: Sequence[str]) -> dict[str, str]:
+    """The local trainer's run tags (``arenabench/train.py``), so ``arenabench compare`` groups
+    verl runs the same way: ``setting`` is the config name plus the overrides that change what is
+    computed; ``sweep`` is ``arenabench.sweep`` (default: one sweep per MLflow experiment)."""
+    from arenabench.tracking.mlflow import git_commit
+
+    overrides = translate(overrides)
+    setting = " ".join([config_name, *(o for o in overrides if not o.lstrip("+~").startswith(NOT_SETTING))])
+    arena = cfg.arenabench
+    return {
+        "constructor": str(arena.reward.name),
+        "reward": _choice(overrides, "reward@arenabench.reward", str(arena.reward.name)),
+        "judge": _choice(
+            overrides, "judge@arenabench.judge", str(arena.judge.get("preset", arena.judge.kind))
+        ),
+        "loss": str(cfg.actor_rollout_ref.actor.policy_loss.loss_mode),
+        "setting": setting,
+        "seed": str(arena.seed),
+        "sweep": str(arena.get("sweep") or f"verl/{cfg.trainer.project_name}"),
+        "overrides": " ".join(overrides),
+        "experiment": str(cfg.trainer.project_name),
+        "trainer": "verl",
+        "config_name": config_name,
+        "git_commit": git_commit(CONF.parent) or "unknown",
+    }
+
+
+def _choice(overrides: Sequence[str], key: str, default: str) -> str:
+    for o in reversed(overrides):
+        k, _, v = o.partition("=")
+        if k.lstrip("+") == key:
+            return v
+    return default
+
+
+def start_mlflow_run(cfg: DictConfig, tags: dict[str, str]) -> tuple[str, str]:
+    """Create the run verl will log into (status RUNNING); returns ``(tracking uri, run id)``."""
+    from mlflow.tracking import MlflowClient
+
+    from arenabench.tracking.mlflow import _get_or_create_experiment, _preimport_store, lock_for, tracking_uri
+
+    uri = tracking_uri(cfg.arenabench.get("tracking_uri"))
+    _preimport_store(uri)
+    with lock_for(uri):
+        client = MlflowClient(tracking_uri=uri)
+        exp_id = _get_or_create_experiment(client, str(cfg.trainer.project_name), uri)
+        run = client.create_run(exp_id, run_name=f"{tags['setting']} seed={tags['seed']}", tags=tags)
+    return uri, run.info.run_id
+
+
+def end_mlflow_run(uri: str, run_id: str, status: str) -> None:
+    """Close the run as ``status``. verl's MLflow logger ends its run FINISHED whatever the exit
+    code, so a failed launch overrides that; a finished one only closes a run still RUNNING."""
+    from mlflow.tracking import MlflowClient
+
+    from arenabench.tracking.mlflow import lock_for
+
+    with lock_for(uri):
+        client = MlflowClient(tracking_uri=uri)
+        if status != "FINISHED" or client.get_run(run_id).info.status == "RUNNING":
+            client.set_terminated(run_id, status)
+
+
+def worker_env(cfg: DictConfig, extra: dict[str, str]) -> dict[str, str]:
+    """Env vars every Ray worker needs: our advantage module, plus ``extra`` (MLflow)."""
+    mods = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    if ADV_MODULE not in mods:
+        mods.append(ADV_MODULE)
+    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(mods), **extra}
+    with open_dict(cfg):
+        runtime = cfg.ray_kwargs.ray_init.runtime_env
+        if runtime.get("env_vars") is None:
+            runtime.env_vars = {}
+        runtime.env_vars.update(env)
+    return env
+
+
+def verl_validate(cfg: DictConfig) -> str | None:
+    """verl's own ``validate_config`` (what ``main_ppo`` runs first); the error text, or None."""
+    import contextlib
+    import io
+
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _print_config(cfg: DictConfig, out) -> None:
+    try:
+        text = OmegaConf.to_yaml(cfg, resolve=True)
+    except Exception as exc:  # e.g. an interpolation to a mandatory ??? value
+        text = f"# (unresolved: {type(exc).__name__}: {exc})\n" + OmegaConf.to_yaml(cfg)
+    out.write(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="arenabench-verl",
+        description="verl's main_ppo with arenabench's group reward manager (hydra overrides follow).",
+    )
+    parser.add_argument(
+        "--config-name", "-cn", default="arenarl_n16", help=f"one of: {', '.join(examples())}"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the composed config and exit")
+    parser.add_argument("--list", action="store_true", help="list the configs in conf/verl and exit")
+    args, overrides = parser.parse_known_args(argv)
+    if args.list:
+        print("\n".join(examples()))
+        return 0
+    bad = [o for o in overrides if o.startswith("-")]
+    if bad:
+        parser.error(
+            f"unknown option(s) {' '.join(bad)} (hydra -m sweeps are not supported: one launch = one run)"
+        )
+    try:
+        cfg = compose(args.config_name, overrides)
+    except Exception as exc:
+        print(f"arenabench-verl: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    problems = check_wiring(cfg)
+    if args.dry_run:
+        worker_env(cfg, {})
+        _print_config(cfg, sys.stdout)
+        for p in problems:
+            print(f"# warning: {p}")
+        invalid = verl_validate(cfg)
+        if invalid:
+            print(f"arenabench-verl: verl rejects this config: {invalid}", file=sys.stderr)
+            return 2
+        return 0
+    if problems:
+        print("arenabench-verl: " + "\n  ".join(["config problems:", *problems]), file=sys.stderr)
+        return 2
+
+    import arenabench.trainers.verl.advantage  # noqa: F401  (registers the estimator in this process)
+
+    loggers = cfg.trainer.logger
+    loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
+    mlflow_run = None
+    extra: dict[str, str] = {}
+    if "mlflow" in loggers:
+        tags = job_tags(cfg, args.config_name, overrides)
+        mlflow_run = start_mlflow_run(cfg, tags)
+        extra = {"MLFLOW_TRACKING_URI": mlflow_run[0], "MLFLOW_RUN_ID": mlflow_run[1]}
+        print(f"arenabench-verl: MLflow run {mlflow_run[1]} in {mlflow_run[0]}", file=sys.stderr)
+    os.environ.update(worker_env(cfg, extra))  # a local Ray cluster inherits this process's env
+
+    from verl.trainer.main_ppo import main as verl_main
+
+    status = "FAILED"
+    t0 = time.time()
+    try:
+        verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
+        status = "FINISHED"
+    finally:
+        if mlflow_run is not None:
+            end_mlflow_run(*mlflow_run, status)
+        print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

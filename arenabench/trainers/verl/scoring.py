@@ -1,0 +1,228 @@
+"""Turn closed groups of decoded responses into constructor advantages (no verl import).
+
+:class:`ArenaScorer` is the barrier's scorer: it builds one :class:`~arenabench.types.Group` per
+ready group and runs the engine **once** over all of them, so every wave of every group goes to
+the judge as one batch. Each member gets its constructor advantage as ``reward_score`` plus the
+same ``reward_extra_info`` keys (:data:`EXTRA_KEYS`) — verl stacks those per key across samples
+and fails on a key that one sample lacks.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from arenabench import judges, rewards
+from arenabench.engine import Engine
+from arenabench.registry import unknown_message
+from arenabench.types import Group, Trajectory, content_hash
+
+# every sample's reward_extra_info carries exactly these keys (floats)
+EXTRA_KEYS = (
+    "arena_rank_reward",  # the constructor's reward before standardization (rank quantile for tournaments)
+    "arena_rank",  # 0 = best; -1 = unranked
+    "arena_group_size",  # members scored together (< rollout.n after a timeout)
+    "arena_judge_calls",  # the group's judge calls (retries included)
+    "arena_failures",  # the group's judge requests that failed after retries
+    "arena_waves",  # the group's waves
+    "arena_routed",  # 1 when a judge ranked the group (adaptive: routed to the tournament)
+    "arena_timed_out",  # 1 when the group was closed by the barrier's timeout
+    "arena_late",  # 1 for a straggler scored alone after its group closed
+    "arena_flush_groups",  # groups in the same engine run (how well waves batch across groups)
+)
+
+QUALITIES = ("overlap", "hash")
+
+
+@dataclass
+class Response:
+    """One decoded rollout, as the reward manager hands it to the barrier."""
+
+    text: str
+    prompt: str
+    n_tokens: int
+    ground_truth: Any = None
+    data_source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _tokens(text: str) -> list[str]:
+    return str(text).lower().split()
+
+
+def overlap_quality(text: str, ground_truth: Any) -> float:
+    """Token F1 of ``text`` against ``ground_truth`` mapped to the simulated judge's logit scale
+    (``4·F1 − 2``, so F1 0 → −2, 1 → +2): a stand-in for "how good is this answer" that real
+    rollouts have, so a simulated judge can rank them. No ground truth: :func:`hash_quality`."""
+    if ground_truth is None or str(ground_truth).strip() == "":
+        return hash_quality(text)
+    a, b = _tokens(text), _tokens(str(ground_truth))
+    if not a or not b:
+        return -2.0
+    common = sum(min(a.count(w), b.count(w)) for w in set(a))
+    f1 = 0.0 if common == 0 else 2 * common / (len(a) + len(b))
+    return 4.0 * f1 - 2.0
+
+
+def hash_quality(text: str) -> float:
+    """A deterministic pseudo-quality in [−2, 2) from the text's content hash (plumbing tests)."""
+    return 4.0 * (content_hash(text) % 1_000_003) / 1_000_003 - 2.0
+
+
+def build_judge(cfg: Mapping[str, Any]):
+    """A judge from a ``judge`` config: ``kind: simulated`` (a preset; ``quality`` says how a real
+    response gets the hidden quality the simulator needs) or ``kind: openai`` (an
+    OpenAI-compatible server such as ``vllm serve``; every other key is an ``OpenAIJudge``
+    argument). Returns ``(judge, quality)``; ``quality`` is None for real judges."""
+    cfg = dict(cfg)
+    kind = cfg.pop("kind", "simulated")
+    for key in ("cache", "faults"):  # local-trainer options the verl adapter does not wire up
+        if cfg.pop(key, None) is not None:
+            raise ValueError(f"judge.{key} is not supported by the verl adapter; set it to null")
+    if kind == "simulated":
+        quality = cfg.pop("quality", "overlap")
+        if quality not in QUALITIES:
+            raise ValueError(unknown_message("simulated-judge quality", quality, list(QUALITIES)))
+        return judges.get(cfg.pop("preset", "calibrated"), **cfg), quality
+    if kind == "openai":
+        from arenabench.judges.openai_compat import OpenAIJudge
+
+        cfg.pop("quality", None)
+        urls = cfg.get("base_urls")
+        if isinstance(urls, str):  # "http://a:8001,http://b:8001" from an env var
+            cfg["base_urls"] = [u.strip() for u in urls.split(",") if u.strip()]
+        return OpenAIJudge(**cfg), None
+    raise ValueError(unknown_message("judge kind", kind, ["simulated", "openai"]))
+
+
+def build_constructor(cfg: Mapping[str, Any]):
+    cfg = dict(cfg)
+    return rewards.get(cfg.pop("name"), **cfg)
+
+
+class ArenaScorer:
+    """Scores lists of :class:`~arenabench.trainers.verl.barrier.ReadyGroup` of
+    :class:`Response` (see the module docstring). Thread-safe: one engine run at a time.
+
+    ``anchor="first"`` marks member 0 (verl's ``session_id`` 0) as the group's anchor. verl
+    samples all N rollouts at the rollout temperature, so unlike the local trainer this anchor is
+    *not* greedy; anchor-based constructors (``anchor``, ``seeded_single_elim``, ``prc``) then
+    seed against a sampled peer. ``anchor="none"`` refuses those constructors.
+    """
+
+    def __init__(
+        self,
+        reward: Mapping[str, Any],
+        judge: Mapping[str, Any],
+        *,
+        seed: int = 0,
+        anchor: str = "first",
+        max_retries: int = 2,
+    ):
+        if anchor not in ("first", "none"):
+            raise ValueError(unknown_message("anchor rule", anchor, ["first", "none"]))
+        self.constructor = build_constructor(reward)
+        self.judge, self.quality = build_judge(judge)
+        self.engine = Engine(self.judge, seed=int(seed), max_retries=int(max_retries))
+        self.anchor = anchor
+        self.runs = 0
+        self.totals = {"judge_calls": 0, "failures": 0, "groups": 0, "waves": 0}
+        self._lock = threading.Lock()
+
+    def _group(self, ready) -> Group:
+        items: list[Response] = list(ready.payloads)
+        first = items[0]
+        trajs = []
+        for k, r in enumerate(items):
+            meta = dict(r.meta)
+            if self.quality == "overlap":
+                meta["quality"] = overlap_quality(r.text, r.ground_truth)
+            elif self.quality == "hash":
+                meta["quality"] = hash_quality(r.text)
+            trajs.append(Trajectory(f"{ready.uid}:{k}", r.text, int(r.n_tokens), meta))
+        gmeta = {"uid": ready.uid, "data_source": first.data_source}
+        if first.ground_truth is not None:
+            gmeta["answer"] = str(first.ground_truth)  # what verifiers (adaptive) compare against
+        return Group(
+            prompt=first.prompt,
+            trajectories=tuple(trajs),
+            anchor=0 if self.anchor == "first" else None,
+            meta=gmeta,
+        )
+
+    def __call__(self, ready_groups: Sequence) -> list[list[dict[str, Any]]]:
+        groups = [self._group(g) for g in ready_groups]
+        with self._lock:
+            out = self.engine.run(self.constructor, groups, step=self.runs)
+            self.runs += 1
+            self.totals["judge_calls"] += out.stats.judge_calls
+            self.totals["failures"] += out.stats.failures
+            self.totals["groups"] += len(groups)
+            self.totals["waves"] += out.stats.waves
+        results = []
+        for ready, res in zip(ready_groups, out.results, strict=True):
+            summary = res.extra.get("summary", {}) if isinstance(res.extra, dict) else {}
+            routed = float(summary.get("routed", 1.0 if res.judge_calls > 0 else 0.0))
+            per = []
+            for i in range(len(ready.payloads)):
+                rank = float(res.rank[i])
+                per.append(
+                    {
+                        "reward_score": float(res.advantage[i]),
+                        "reward_extra_info": {
+                            "arena_rank_reward": float(res.reward[i]),
+                            "arena_rank": -1.0 if math.isnan(rank) else rank,
+                            "arena_group_size": float(len(ready.payloads)),
+                            "arena_judge_calls": float(res.judge_calls),
+                            "arena_failures": float(res.failures),
+                            "arena_waves": float(res.waves),
+                            "arena_routed": routed,
+                            "arena_timed_out": float(ready.timed_out),
+                            "arena_late": float(ready.late),
+                            "arena_flush_groups": float(len(ready_groups)),
+                        },
+                    }
+                )
+            results.append(per)
+        return results
+
+
+def expected_group_size(config: Mapping[str, Any], non_tensor: Mapping[str, Any]) -> int:
+    """How many siblings to wait for.
+
+    verl sends no "this is validation" marker with a sample, so: ``extra_info.group_size`` when
+    the dataset sets it; else ``arenabench.group_size`` when set; else ``rollout.n`` when it
+    equals ``val_kwargs.n`` (our example configs make them equal); else ``val_kwargs.n`` for
+    samples whose ``extra_info.split`` names a held-out split (verl's preprocessing scripts set
+    it) and ``rollout.n`` for the rest."""
+    rollout = config["actor_rollout_ref"]["rollout"]
+    n_train = int(rollout["n"])
+    n_val = int(rollout["val_kwargs"]["n"])
+    extra = non_tensor.get("extra_info")
+    extra = extra if isinstance(extra, Mapping) else {}
+    if extra.get("group_size") is not None:
+        return int(extra["group_size"])
+    arena = config.get("arenabench") or {}
+    if arena.get("group_size") is not None:
+        return int(arena["group_size"])
+    if n_train == n_val:
+        return n_train
+    split = str(extra.get("split", "")).lower()
+    return n_val if split in ("test", "val", "valid", "validation", "eval", "dev") else n_train
+
+
+def flush_summary(results: Sequence[Sequence[dict[str, Any]]]) -> dict[str, float]:
+    """Per-flush numbers the reward manager logs: zero-advantage share and advantage std."""
+    adv = [np.array([m["reward_score"] for m in g]) for g in results if g]
+    if not adv:
+        return {}
+    flat = np.concatenate(adv)
+    return {
+        "zero_adv_share": float(np.mean([not np.any(a) for a in adv])),
+        "adv_std": float(flat.std()),
+    }
