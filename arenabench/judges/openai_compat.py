@@ -60,6 +60,21 @@ def request_seed(sample: int, attempt: int) -> int:
     return content_hash(f"openai-judge:{int(sample)}:{int(attempt)}") % (2**31 - 1)
 
 
+def percentiles(xs: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p99 with linear interpolation between closest ranks (numpy's default); NaN if empty."""
+    xs = sorted(xs)
+    out = {}
+    for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
+        if not xs:
+            out[name] = math.nan
+            continue
+        pos = (len(xs) - 1) * q / 100.0
+        lo = int(math.floor(pos))
+        hi = min(lo + 1, len(xs) - 1)
+        out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return out
+
+
 class _Retryable(Exception):
     """A transport-level problem worth another try; ``reason`` is already short and safe."""
 
@@ -147,18 +162,7 @@ class OpenAIJudge:
 
     def latency_percentiles(self) -> dict[str, float]:
         """p50/p90/p99 of per-HTTP-attempt latency in seconds (NaN before any call)."""
-        xs = sorted(self._latencies)
-        out = {}
-        for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
-            if not xs:
-                out[name] = math.nan
-                continue
-            # linear interpolation between closest ranks (numpy's default method)
-            pos = (len(xs) - 1) * q / 100.0
-            lo = int(math.floor(pos))
-            hi = min(lo + 1, len(xs) - 1)
-            out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-        return out
+        return percentiles(self._latencies)
 
     def _count_failure(self, failure: JudgeFailure) -> None:
         prefix = failure.reason.split(":", 1)[0].strip() or "failure"

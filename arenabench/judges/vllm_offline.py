@@ -31,12 +31,11 @@ when the engine is first used.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from arenabench.judges.openai_compat import request_seed
+from arenabench.judges.openai_compat import percentiles, request_seed
 from arenabench.judges.parsing import _WINNER_SCORES, parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import (
     LABELS,
@@ -48,20 +47,6 @@ from arenabench.judges.prompts import (
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
 STRUCTURED_MODES = ("regex", "choice", "json", None)
-
-
-def _percentiles(xs: list[float]) -> dict[str, float]:
-    xs = sorted(xs)
-    out = {}
-    for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
-        if not xs:
-            out[name] = math.nan
-            continue
-        pos = (len(xs) - 1) * q / 100.0
-        lo = int(pos)
-        hi = min(lo + 1, len(xs) - 1)
-        out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-    return out
 
 
 class VLLMJudge:
@@ -123,7 +108,7 @@ class VLLMJudge:
 
     def latency_percentiles(self) -> dict[str, float]:
         """p50/p90/p99 of ``generate`` wall time in seconds (NaN before any call)."""
-        return _percentiles(self._latencies)
+        return percentiles(self._latencies)
 
     def _fail(self, reason: str) -> JudgeFailure:
         prefix = reason.split(":", 1)[0].strip() or "failure"
