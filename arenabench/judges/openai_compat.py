@@ -75,6 +75,36 @@ def percentiles(xs: Sequence[float]) -> dict[str, float]:
     return out
 
 
+class JudgeAccounting:
+    """``stats`` and latency samples shared by the LLM backends (the keys the trainer reads).
+
+    ``requests``: pair requests received; ``calls``: backend calls made; ``retries``: transport
+    retries; ``failures``: final failures by reason prefix (the text before the first ``:``);
+    ``prompt_tokens`` / ``completion_tokens``: summed from what the backend reports.
+    """
+
+    def reset_stats(self) -> None:
+        """Zero ``stats`` and the latency record."""
+        self.stats: dict[str, Any] = {
+            "requests": 0,
+            "calls": 0,
+            "retries": 0,
+            "failures": {},
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        self._latencies: list[float] = []
+
+    def latency_percentiles(self) -> dict[str, float]:
+        """p50/p90/p99 of per-call latency in seconds (NaN before any call)."""
+        return percentiles(self._latencies)
+
+    def _count_failure(self, failure: JudgeFailure) -> None:
+        prefix = failure.reason.split(":", 1)[0].strip() or "failure"
+        fails = self.stats["failures"]
+        fails[prefix] = fails.get(prefix, 0) + 1
+
+
 class _Retryable(Exception):
     """A transport-level problem worth another try; ``reason`` is already short and safe."""
 
@@ -83,7 +113,7 @@ class _Retryable(Exception):
         self.reason = reason
 
 
-class OpenAIJudge:
+class OpenAIJudge(JudgeAccounting):
     """Pairwise judge over OpenAI-compatible chat-completions servers (see the module doc)."""
 
     def __init__(
@@ -139,35 +169,6 @@ class OpenAIJudge:
             f"OpenAIJudge(base_urls={self.base_urls!r}, model={self.model!r}, rubric={self.rubric_name!r}, "
             f"api_key_env={self.api_key_env!r}, max_concurrency={self.max_concurrency})"
         )
-
-    # -- accounting ----------------------------------------------------------------------
-
-    def reset_stats(self) -> None:
-        """Zero ``stats`` and the latency record.
-
-        ``requests``: pair requests received; ``calls``: HTTP attempts made (retries included);
-        ``retries``: transport retries; ``failures``: final failures by reason prefix (the text
-        before the first ``:``, e.g. ``http``, ``bad response``, ``malformed verdict``);
-        ``prompt_tokens`` / ``completion_tokens``: summed from ``usage`` when servers report it.
-        """
-        self.stats: dict[str, Any] = {
-            "requests": 0,
-            "calls": 0,
-            "retries": 0,
-            "failures": {},
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-        }
-        self._latencies: list[float] = []
-
-    def latency_percentiles(self) -> dict[str, float]:
-        """p50/p90/p99 of per-HTTP-attempt latency in seconds (NaN before any call)."""
-        return percentiles(self._latencies)
-
-    def _count_failure(self, failure: JudgeFailure) -> None:
-        prefix = failure.reason.split(":", 1)[0].strip() or "failure"
-        fails = self.stats["failures"]
-        fails[prefix] = fails.get(prefix, 0) + 1
 
     # -- public --------------------------------------------------------------------------
 
@@ -348,4 +349,4 @@ def _reply_prob_a(choice: dict) -> float | None:
     return verdict_label_probability(tokens, tops)
 
 
-__all__ = ["OpenAIJudge", "request_seed"]
+__all__ = ["JudgeAccounting", "OpenAIJudge", "percentiles", "request_seed"]

@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from arenabench.judges.openai_compat import percentiles, request_seed
+from arenabench.judges.openai_compat import JudgeAccounting, request_seed
 from arenabench.judges.parsing import _WINNER_SCORES, parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import (
     LABELS,
@@ -49,7 +49,7 @@ from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 STRUCTURED_MODES = ("regex", "choice", "json", None)
 
 
-class VLLMJudge:
+class VLLMJudge(JudgeAccounting):
     """Pairwise judge over an offline ``vllm.LLM`` (see the module doc)."""
 
     def __init__(
@@ -92,28 +92,10 @@ class VLLMJudge:
     def __repr__(self) -> str:
         return f"VLLMJudge(model={self.model!r}, rubric={self.rubric_name!r}, structured={self.structured!r})"
 
-    # -- accounting (same keys as OpenAIJudge.stats) -------------------------------------
-
-    def reset_stats(self) -> None:
-        """``requests``: pair requests; ``calls``: ``generate`` calls; tokens summed from outputs."""
-        self.stats: dict[str, Any] = {
-            "requests": 0,
-            "calls": 0,
-            "retries": 0,
-            "failures": {},
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-        }
-        self._latencies: list[float] = []
-
-    def latency_percentiles(self) -> dict[str, float]:
-        """p50/p90/p99 of ``generate`` wall time in seconds (NaN before any call)."""
-        return percentiles(self._latencies)
-
     def _fail(self, reason: str) -> JudgeFailure:
-        prefix = reason.split(":", 1)[0].strip() or "failure"
-        self.stats["failures"][prefix] = self.stats["failures"].get(prefix, 0) + 1
-        return JudgeFailure(reason)
+        failure = JudgeFailure(reason)
+        self._count_failure(failure)
+        return failure
 
     # -- engine --------------------------------------------------------------------------
 
