@@ -104,20 +104,22 @@ def curves_figure(history, metrics=("quality_mean", "snr", "eval_quality", "kl")
 
 
 def run_job(cfg: DictConfig) -> dict[str, float]:
+    from arenabench.trainers.local.config import RunConfig
     from arenabench.trainers.local.trainer import train
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    progress = bool(resolved.get("progress", True))
-    if not cfg.tracking.enabled:
+    run = RunConfig.from_mapping(resolved)  # a bad key fails here, before an MLflow run opens
+    progress = run.progress
+    if not run.tracking.enabled:
         return train(resolved, progress=progress)
 
     from arenabench.tracking.mlflow import IDENTITY_TAG, Tracker, finished_run, flatten
 
     tags = job_tags(cfg)
     identity = tags.pop(IDENTITY_TAG)
-    experiment = str(cfg.tracking.experiment)
-    if cfg.tracking.get("skip_finished", False):
-        done = finished_run(experiment, identity, uri=cfg.tracking.uri)
+    experiment = run.tracking.experiment
+    if run.tracking.skip_finished:
+        done = finished_run(experiment, identity, uri=run.tracking.uri)
         if done is not None:
             log.warning(
                 "skipping %r: identical run %s (job_key %s) already FINISHED in experiment %r",
@@ -127,14 +129,14 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
                 experiment,
             )
             return dict(done.data.metrics)
-    run_name = f"{tags['setting']} seed={cfg.seed}"
+    run_name = f"{tags['setting']} seed={run.seed}"
     with Tracker(
         experiment,
         run_name=run_name,
         params=flatten(resolved),
         tags=tags,
-        uri=cfg.tracking.uri,
-        flush_every=int(cfg.tracking.flush_every),
+        uri=run.tracking.uri,
+        flush_every=run.tracking.flush_every,
         identity=identity,
     ) as tracker:
         if tracker.stale_failed:

@@ -192,7 +192,7 @@ def test_50_steps_under_20pct_faults_with_enough_retries_match_the_fault_free_ru
     """Every fault recovered (retries 8: a request fails 9 times with P = 0.2⁹): all 50 steps'
     per-group rewards are identical to the fault-free run."""
     _, clean = fault_free
-    final, steps = run_recorded(FAULTS, "trainer.judge_retries=8")
+    final, steps = run_recorded(FAULTS, "engine.max_retries=8")
     assert len(steps) == 50 and math.isfinite(final["loss"])
     retries = sum(s["stats"].retries for s in steps)
     assert sum(s["stats"].failures for s in steps) == 0 == final["judge_failures"]

@@ -51,8 +51,8 @@ def test_a_rerun_is_answered_from_the_cache_and_replays_the_run_exactly(tmp_path
     cache = f"judge.cache={tmp_path}/j.sqlite"
     over = ["reward=round_robin", "steps=6", "tracking=none", *SMALL, cache]
     first, again = Recorder(), Recorder()
-    train(compose_cfg(*over, "judge.faults={rate:0.2,seed:0}", "trainer.judge_retries=8"), tracker=first)
-    train(compose_cfg(*over, "judge.faults={rate:0.2,seed:0}", "trainer.judge_retries=8"), tracker=again)
+    train(compose_cfg(*over, "judge.faults={rate:0.2,seed:0}", "engine.max_retries=8"), tracker=first)
+    train(compose_cfg(*over, "judge.faults={rate:0.2,seed:0}", "engine.max_retries=8"), tracker=again)
 
     def per_step(rec, key):  # judge_calls is cumulative (engine requests, retries included)
         vals = [rec.steps[s][key] for s in range(6)]
@@ -71,7 +71,7 @@ def test_a_rerun_is_answered_from_the_cache_and_replays_the_run_exactly(tmp_path
     # a faulty run whose final failures were not cached: a rerun asks exactly those again
     over2 = ["reward=round_robin", "steps=1", "tracking=none", *SMALL, f"judge.cache={tmp_path}/k.sqlite"]
     lossy, redo = Recorder(), Recorder()
-    train(compose_cfg(*over2, "judge.faults={rate:0.5,seed:0}", "trainer.judge_retries=0"), tracker=lossy)
+    train(compose_cfg(*over2, "judge.faults={rate:0.5,seed:0}", "engine.max_retries=0"), tracker=lossy)
     train(compose_cfg(*over2), tracker=redo)
     assert lossy.steps[0]["judge_failures"] > 0
     assert redo.steps[0]["cache_misses"] == lossy.steps[0]["judge_failures"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -26,10 +27,13 @@ from arenabench.diagnostics import pointwise_snr
 from arenabench.engine import Engine
 from arenabench.judges.cache import CachedJudge, JudgmentCache
 from arenabench.judges.faults import FaultyJudge
+from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.losses import get_policy_loss
 from arenabench.types import Group, Trajectory
+
+log = logging.getLogger(__name__)
 
 # what every step logs (eval_win_rate and eval_quality every ``eval_every`` steps)
 STEP_METRICS = (
@@ -193,7 +197,7 @@ def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task) -> dict[str, fl
 
 
 def train(
-    cfg: Mapping[str, Any],
+    cfg: Mapping[str, Any] | RunConfig,
     tracker=None,
     progress: bool = True,
     on_step: Callable[[int, list[Group], Any], None] | None = None,
@@ -201,12 +205,14 @@ def train(
     """Run ``cfg["steps"]`` steps; log every step's metrics to ``tracker`` (if any); return the
     last step's metrics plus the final eval. ``on_step(step, groups, engine_output)`` sees each
     step's groups and per-group results (tests compare rewards across runs with it)."""
-    seed, steps = int(cfg["seed"]), int(cfg["steps"])
-    K, N = int(cfg["prompts_per_step"]), int(cfg["group_size"])
-    tc = dict(cfg["trainer"])
+    rc = RunConfig.from_mapping(cfg)  # typed, defaults filled; an unknown key fails here
+    log.info("run config:\n%s", rc.to_yaml())
+    cfg, tc = rc.to_dict(), rc.trainer
+    seed, steps = rc.seed, rc.steps
+    K, N = rc.prompts_per_step, rc.group_size
     if K < 1 or N < 1 or steps < 0:
         raise ValueError(f"need prompts_per_step >= 1, group_size >= 1, steps >= 0; got {K}, {N}, {steps}")
-    torch.set_num_threads(int(tc.get("threads", 1)))
+    torch.set_num_threads(tc.threads)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -217,16 +223,16 @@ def train(
     jcfg = dict(cfg["judge"])
     judge = build_judge(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
-    engine = Engine(stack, seed=seed, max_retries=int(tc.get("judge_retries", 2)))
-    loss_fn = get_policy_loss(tc["algo"])
-    T = float(tc["temperature"])
+    engine = Engine(stack, seed=seed, max_retries=rc.engine.max_retries)
+    loss_fn = get_policy_loss(tc.algo)
+    T = tc.temperature
 
     policy = TinyLM(
-        task.vocab, task.prompt_len + task.response_len, tc["d_model"], tc["n_layer"], tc["n_head"]
+        task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head
     )
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
     _bind_reference(constructor, PolicyReference(ref, task, T, seed))
-    opt = torch.optim.AdamW(policy.parameters(), lr=float(tc["lr"]), weight_decay=0.0)
+    opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
     ref_greedy = sample(
         ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen
     )
@@ -260,30 +266,28 @@ def train(
         with torch.no_grad():
             old_logp = response_logprobs(policy, prompts, responses, T)
             ref_logp = response_logprobs(ref, prompts, responses, T)
-        for _ in range(int(tc.get("epochs", 1))):
+        for _ in range(tc.epochs):
             logp = response_logprobs(policy, prompts, responses, T)
             loss, st = loss_fn(
                 logp,
                 old_logp,
                 adv,
                 mask,
-                clip_low=float(tc["clip_low"]),
-                clip_high=float(tc["clip_high"]),
+                clip_low=tc.clip_low,
+                clip_high=tc.clip_high,
                 ref_logp=ref_logp,
-                kl_coef=float(tc.get("kl_coef", 0.0)),
+                kl_coef=tc.kl_coef,
             )
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), float(tc.get("grad_clip", 1.0)))
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), tc.grad_clip)
             opt.step()
 
         # 4. metrics
         q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
         with torch.no_grad():
             kl = float(((old_logp - ref_logp) * mask).sum() / mask.sum())
-        probe = pointwise_snr(
-            judge, groups, rng, int(cfg.get("probe_size", 8)), int(cfg.get("probe_repeats", 4))
-        )
+        probe = pointwise_snr(judge, groups, rng, rc.probe_size, rc.probe_repeats)
         metrics = {
             "quality_mean": float(q.mean()),
             "quality_max": float(q.max()),
@@ -301,7 +305,7 @@ def train(
             **stack.step_metrics(),
             "wall_time": time.perf_counter() - t_start,
         }
-        every = int(cfg.get("eval_every", 0))
+        every = rc.eval_every
         if every and (step % every == 0 or step == steps - 1):
             metrics.update(greedy_eval(policy, ref_greedy, task))
         if tracker is not None:
