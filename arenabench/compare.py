@@ -174,16 +174,9 @@ def format_summary(summary: pd.DataFrame, fmt: str = "table") -> str:
     if fmt == "csv":
         return summary.to_csv(index=False).rstrip("\n")
     if fmt == "markdown":
-        cols = list(summary.columns)
+        from arenabench.reporting import fixed3, md_table
 
-        def cell(v) -> str:
-            if isinstance(v, float):
-                return "" if math.isnan(v) else f"{v:.3f}"
-            return str(v)
-
-        lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
-        lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in summary.itertuples(index=False)]
-        return "\n".join(lines)
+        return md_table(summary, cell=fixed3)
     return summary.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="")
 
 

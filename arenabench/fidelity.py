@@ -117,12 +117,9 @@ def format_rows(rows: list[dict], fmt: str = "table") -> str:
     if fmt == "csv":
         return df.to_csv(index=False)
     if fmt == "markdown":
-        cells = [
-            ["" if v != v else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]  # NaN: empty
-            for row in df.itertuples(index=False)
-        ]
-        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
+        from arenabench.reporting import fixed3, md_table
+
+        return md_table(df, cell=fixed3)
     return df.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="")
 
 
@@ -155,5 +152,7 @@ def plot_frontier(rows: list[dict], path: str, title: str | None = None) -> None
     axes[0][0].set_ylabel("Kendall τ vs true order")
     fig.suptitle(title or "Fidelity per judge call")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from arenabench.reporting import save_figure
+
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

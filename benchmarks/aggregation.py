@@ -11,7 +11,6 @@ Run: ``python benchmarks/aggregation.py [--quick]``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from arenabench import reporting
 from arenabench.aggregation import bradley_terry, kemeny_exact, kemeny_greedy
 from arenabench.metrics import kendall_tau_b
 
@@ -107,9 +107,9 @@ def bt_rows(cfg: Config) -> list[dict]:
                 "tau_ilsr_vs_opt": kendall_tau_b(np.asarray(th_ilsr), th_opt),
             }
         )
-        print(
-            f"[aggregation] BT N={n}: " + ", ".join(f"{k}={common.fmt(v)}" for k, v in rows[-1].items()),
-            flush=True,
+        common.progress(
+            "aggregation",
+            f"BT N={n}: " + ", ".join(f"{k}={reporting.fmt(v)}" for k, v in rows[-1].items()),
         )
     return rows
 
@@ -133,11 +133,36 @@ def kemeny_rows(cfg: Config) -> list[dict]:
                 greedy_gap=(cost_g - cost_e) / cost_e if cost_e else 0.0,
             )
         rows.append(row)
-        print(
-            f"[aggregation] Kemeny N={n}: " + ", ".join(f"{k}={common.fmt(v)}" for k, v in row.items()),
-            flush=True,
+        common.progress(
+            "aggregation",
+            f"Kemeny N={n}: " + ", ".join(f"{k}={reporting.fmt(v)}" for k, v in row.items()),
         )
     return rows
+
+
+# table columns: key -> header
+BT_COLUMNS = {
+    "N": "N",
+    "comparisons": "comparisons",
+    "arenabench_lbfgs_ms": "arenabench L-BFGS ms",
+    "arenabench_lbfgs_all_cores_blas_ms": "L-BFGS ms, BLAS on all cores",
+    "choix_opt_ms": "choix opt ms",
+    "choix_ilsr_ms": "choix ilsr ms",
+    "lbfgs_over_opt": "L-BFGS / opt",
+    "lbfgs_over_ilsr": "L-BFGS / ilsr",
+    "all_cores_over_1_thread": "all cores / 1 thread",
+    "max_abs_diff_lbfgs_vs_opt": "max |Δθ| L-BFGS vs opt",
+    "tau_ilsr_vs_opt": "τ(ilsr, opt)",
+}
+KEMENY_COLUMNS = {
+    "N": "N",
+    "greedy_ms": "greedy ms",
+    "exact_ms": "exact ms",
+    "exact_over_greedy_time": "exact / greedy time",
+    "greedy_disagreement": "greedy disagreement",
+    "exact_disagreement": "exact disagreement",
+    "greedy_gap": "greedy gap",
+}
 
 
 def run(out: Path, quick: bool = False, m: dict | None = None) -> dict:
@@ -145,7 +170,7 @@ def run(out: Path, quick: bool = False, m: dict | None = None) -> dict:
     m = m or common.machine()
     bt, kem = bt_rows(cfg), kemeny_rows(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    common.write_csv(
+    reporting.write_csv(
         out / "aggregation.csv",
         [{"part": "bradley_terry", **r} for r in bt] + [{"part": "kemeny", **r} for r in kem],
     )
@@ -165,82 +190,31 @@ def run(out: Path, quick: bool = False, m: dict | None = None) -> dict:
         "time and rank agreement (Kendall τ vs `opt_pairwise`) are comparable.",
         "",
         "- arenabench L-BFGS / choix `opt_pairwise` time: "
-        + ", ".join(f"N={n}: {v:.2g}×" for n, v in s["lbfgs_over_opt"].items())
+        + reporting.listing(s["lbfgs_over_opt"], ".2g")
         + f" (max |Δθ| {s['max_diff_lbfgs']:.1e}).",
         "- arenabench L-BFGS with BLAS on every core / on 1 thread: "
-        + ", ".join(f"N={n}: {v:.1f}×" for n, v in s["all_cores_over_1_thread"].items())
+        + reporting.listing(s["all_cores_over_1_thread"], ".1f")
         + " (scipy's L-BFGS-B calls BLAS on tiny vectors; a threaded call stalls whenever another process "
         "holds a core — 1–70× across our runs, so the benchmarks pin BLAS to 1 thread).",
         "- arenabench L-BFGS / choix `ilsr_pairwise` time: "
-        + ", ".join(f"N={n}: {v:.2g}×" for n, v in s["lbfgs_over_ilsr"].items())
+        + reporting.listing(s["lbfgs_over_ilsr"], ".2g")
         + ".",
-        "- Kemeny exact / greedy time: "
-        + ", ".join(f"N={n}: {v:.0f}×" for n, v in s["exact_over_greedy"].items())
-        + ".",
+        "- Kemeny exact / greedy time: " + reporting.listing(s["exact_over_greedy"], ".0f") + ".",
     ]
-    if quick:
-        body += ["", "**quick mode** (smoke sizes; not the reported numbers)."]
-    bt_cols = [
-        "N",
-        "comparisons",
-        "arenabench_lbfgs_ms",
-        "arenabench_lbfgs_all_cores_blas_ms",
-        "choix_opt_ms",
-        "choix_ilsr_ms",
-        "lbfgs_over_opt",
-        "lbfgs_over_ilsr",
-        "all_cores_over_1_thread",
-        "max_abs_diff_lbfgs_vs_opt",
-        "tau_ilsr_vs_opt",
-    ]
-    bt_heads = [
-        "N",
-        "comparisons",
-        "arenabench L-BFGS ms",
-        "L-BFGS ms, BLAS on all cores",
-        "choix opt ms",
-        "choix ilsr ms",
-        "L-BFGS / opt",
-        "L-BFGS / ilsr",
-        "all cores / 1 thread",
-        "max |Δθ| L-BFGS vs opt",
-        "τ(ilsr, opt)",
-    ]
-    kem_cols = [
-        "N",
-        "greedy_ms",
-        "exact_ms",
-        "exact_over_greedy_time",
-        "greedy_disagreement",
-        "exact_disagreement",
-        "greedy_gap",
-    ]
-    kem_heads = [
-        "N",
-        "greedy ms",
-        "exact ms",
-        "exact / greedy time",
-        "greedy disagreement",
-        "exact disagreement",
-        "greedy gap",
-    ]
+    body += common.quick_note(quick)
     text = (
         "\n".join(body)
         + "\n\n## Bradley-Terry\n\n"
-        + common.md_table(bt, bt_cols, bt_heads)
+        + reporting.md_table(bt, BT_COLUMNS)
         + "\n\n## Kemeny (2 votes per pair)\n\n"
-        + common.md_table(kem, kem_cols, kem_heads)
+        + reporting.md_table(kem, KEMENY_COLUMNS)
     )
-    cmd = "python benchmarks/aggregation.py" + (" --quick" if quick else "")
-    common.write_md(out / "aggregation.md", "Aggregation: Bradley-Terry and Kemeny vs N", m, cmd, text)
+    common.write_page(out, "aggregation.md", "Aggregation: Bradley-Terry and Kemeny vs N", m, text, quick)
     return s
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="results/bench")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args(argv)
+    args = common.parser(__doc__).parse_args(argv)
     print(run(Path(args.out), args.quick))
 
 

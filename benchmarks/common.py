@@ -1,17 +1,13 @@
-"""Shared pieces of the benchmarks: machine description, constructor list, tables on disk."""
+"""Shared pieces of the benchmarks: BLAS pinning, constructor list, CLI options; tables and the
+machine description come from :mod:`arenabench.reporting`."""
 
 from __future__ import annotations
 
-import csv
-import datetime as _dt
-import importlib.metadata
+import argparse
 import os
-import platform
-import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
-from arenabench import rewards
+from arenabench import reporting, rewards
 from arenabench.sim import simulate_groups
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,91 +62,52 @@ def groups_for(k: int, n: int, seed: int = 0):
     return simulate_groups(k, n, seed=seed)
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for mod in ("numpy", "scipy", "torch", "choix"):
-        try:
-            out[mod] = importlib.metadata.version(mod)
-        except importlib.metadata.PackageNotFoundError:  # missing: part of the description, not an error
-            out[mod] = "absent"
-    return out
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine() -> dict[str, str]:
     """What a reader needs to interpret absolute times: CPU, cores, versions, date, load."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        usable = os.cpu_count() or 0
-    try:
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "?"
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return {
-        "cpu": cpu_model(),
-        "cores": f"{os.cpu_count()} ({usable} usable)",
-        **_versions(),
-        "blas_threads": BLAS_SETTING,
-        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "load_avg_1_5_15": load,
-        "commit": commit or "?",
-    }
+    return reporting.machine(blas_threads=BLAS_SETTING)
 
 
 BLAS_SETTING = limit_blas_threads()
 
 
-def machine_line(m: dict[str, str]) -> str:
-    return "; ".join(f"{k} {v}" for k, v in m.items())
+def parser(doc: str | None, constructors: bool = False) -> argparse.ArgumentParser:
+    """The options every benchmark script takes: ``--out``, ``--quick`` (and ``--constructors``)."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--out", default="results/bench")
+    ap.add_argument("--quick", action="store_true", help="smoke sizes: seconds, not results")
+    if constructors:
+        ap.add_argument(
+            "--constructors", default=None, help="comma list (default: all registered + variants)"
+        )
+    return ap
 
 
-def fmt(v, digits: int = 3) -> str:
-    if isinstance(v, float):
-        if v != v:  # NaN
-            return ""
-        if abs(v) >= 1000:
-            return f"{v:.0f}"
-        if abs(v) >= 100:
-            return f"{v:.1f}"
-        return f"{v:.{digits}g}" if abs(v) < 0.01 else f"{v:.{digits}f}"
-    return "" if v is None else str(v)
+def save_csv(out: Path, name: str, rows) -> None:
+    """A part's rows as ``out/name`` (creating ``out``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    reporting.write_csv(out / name, rows)
 
 
-def md_table(rows: Sequence[dict], cols: Sequence[str], headers: Sequence[str] | None = None) -> str:
-    head = list(headers or cols)
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
+def quick_note(quick: bool) -> list[str]:
+    """The line every quick-mode page carries (an empty list otherwise)."""
+    return ["", "**quick mode** (smoke sizes; not the reported numbers)."] if quick else []
 
 
-def write_csv(path: Path, rows: Sequence[dict]) -> None:
-    cols: list[str] = []
-    for r in rows:
-        cols += [c for c in r if c not in cols]
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
+def write_page(
+    out: Path, name: str, title: str, m, body: str, quick: bool = False, command: str = ""
+) -> None:
+    """``out/name`` (e.g. ``waves.md``) with its provenance header; the command defaults to the
+    script of the same name (``python benchmarks/waves.py [--quick]``)."""
+    command = command or f"python benchmarks/{Path(name).stem}.py" + (" --quick" if quick else "")
+    reporting.write_md(out / name, title, m, command, body)
 
 
-def write_md(path: Path, title: str, m: dict[str, str], command: str, body: str) -> None:
-    path.write_text(f"# {title}\n\ncommand: `{command}`\n\nmachine: {machine_line(m)}\n\n{body.rstrip()}\n")
+def cli(run, doc: str | None, argv=None) -> None:
+    """``main`` of a part that takes ``--out``, ``--quick`` and ``--constructors``."""
+    args = parser(doc, constructors=True).parse_args(argv)
+    print(run(Path(args.out), args.quick, args.constructors))
+
+
+def progress(part: str, text: str) -> None:
+    """One progress line of a benchmark part on stdout."""
+    print(f"[{part}] {text}", flush=True)

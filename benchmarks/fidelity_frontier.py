@@ -10,13 +10,12 @@ row "beats round-robin" when its comparisons are ≤ 2N and Δτ > 2 SE. Run:
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from arenabench import judges, rewards
+from arenabench import judges, reporting, rewards
 from arenabench.engine import Engine
 from arenabench.fidelity import group_metrics, plot_frontier
 from arenabench.sim import qualities
@@ -107,14 +106,13 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
             row["le_2n"] = row["comparisons_per_group"] <= 2 * n
             row["beats_rr"] = bool(row["le_2n"] and row["d_tau_vs_rr"] > 2 * row["d_tau_se"])
             rows.append(row)
-            print(
-                f"[fidelity] N={n:<3} {spec:<40} cmp={row['comparisons_per_group']:6.1f} "
+            common.progress(
+                "fidelity",
+                f"N={n:<3} {spec:<40} cmp={row['comparisons_per_group']:6.1f} "
                 f"tau={row['kendall_tau']:.3f}±{row['tau_se']:.3f} "
                 f"Δ={row['d_tau_vs_rr']:+.3f}±{row['d_tau_se']:.3f}",
-                flush=True,
             )
-    out.mkdir(parents=True, exist_ok=True)
-    common.write_csv(out / "fidelity_frontier.csv", rows)
+    common.save_csv(out, "fidelity_frontier.csv", rows)
     plot_frontier(
         rows, str(out / "fidelity_frontier.png"), title=f"Fidelity per judge call ({cfg.judge} judge)"
     )
@@ -168,32 +166,19 @@ def _verdict(n: int, v: dict) -> str:
 
 
 def _write_md(out: Path, rows, s: dict, cfg: Config, m, quick: bool) -> None:
-    cols = [
-        "constructor",
-        "comparisons_per_group",
-        "judge_calls_per_group",
-        "waves",
-        "kendall_tau",
-        "tau_se",
-        "d_tau_vs_rr",
-        "d_tau_se",
-        "top1",
-        "adv_corr",
-        "beats_rr",
-    ]
-    heads = [
-        "constructor",
-        "comparisons",
-        "judge calls",
-        "waves",
-        "Kendall τ",
-        "± SE",
-        "Δτ vs round-robin (paired)",
-        "± SE",
-        "top-1",
-        "adv corr",
-        "beats RR at ≤ 2N",
-    ]
+    cols = {
+        "constructor": "constructor",
+        "comparisons_per_group": "comparisons",
+        "judge_calls_per_group": "judge calls",
+        "waves": "waves",
+        "kendall_tau": "Kendall τ",
+        "tau_se": "± SE",
+        "d_tau_vs_rr": "Δτ vs round-robin (paired)",
+        "d_tau_se": "± SE",
+        "top1": "top-1",
+        "adv_corr": "adv corr",
+        "beats_rr": "beats RR at ≤ 2N",
+    }
     body = [
         f"`{cfg.judge}` judge, {cfg.groups} simulated groups per N, seed {cfg.seed}, groups run "
         f"{cfg.chunk} per "
@@ -210,25 +195,18 @@ def _write_md(out: Path, rows, s: dict, cfg: Config, m, quick: bool) -> None:
         "may not transfer. Round-robin's win-rate rule drops the margins: the all-pairs rows "
         "(`budget=N(N−1)/2`) show what its comparisons hold under each aggregator.",
     ]
-    if quick:
-        body += ["", "**quick mode** (smoke sizes; not the reported numbers)."]
+    body += common.quick_note(quick)
     parts = ["\n".join(body)]
     for n in cfg.sizes:
         sub = sorted(
             (r for r in rows if r["group_size"] == n), key=lambda r: (r["search"], r["judge_calls_per_group"])
         )
-        parts.append(f"## N = {n}\n\n" + common.md_table(sub, cols, heads))
-    cmd = "python benchmarks/fidelity_frontier.py" + (" --quick" if quick else "")
-    common.write_md(out / "fidelity_frontier.md", "Fidelity per judge call", m, cmd, "\n\n".join(parts))
+        parts.append(f"## N = {n}\n\n" + reporting.md_table(sub, cols))
+    common.write_page(out, "fidelity_frontier.md", "Fidelity per judge call", m, "\n\n".join(parts), quick)
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="results/bench")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--constructors", default=None)
-    args = ap.parse_args(argv)
-    print(run(Path(args.out), args.quick, args.constructors))
+    common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,13 @@ stays under 2%. Run: ``python benchmarks/overhead.py [--quick]``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from arenabench import judges, rewards
+from arenabench import judges, reporting, rewards
 from arenabench.engine import Engine
 from arenabench.judges.latency import LatencyJudge
 
@@ -92,14 +91,13 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
                 continue
             row = {"N": n, "constructor": spec, **measure(spec, groups, cfg)}
             rows.append(row)
-            print(
-                f"[overhead] N={n:<3} {spec:<28} {row['overhead_ms_per_group']:8.2f} ms/group "
+            common.progress(
+                "overhead",
+                f"N={n:<3} {spec:<28} {row['overhead_ms_per_group']:8.2f} ms/group "
                 f"({row['overhead_us_per_request']:.1f} µs/request) share@{cfg.latency_s * 1e3:g}ms,"
                 f"K={cfg.k_step}: {row['share_at_L']:.1%}",
-                flush=True,
             )
-    out.mkdir(parents=True, exist_ok=True)
-    common.write_csv(out / "overhead.csv", rows)
+    common.save_csv(out, "overhead.csv", rows)
     s = summarize(rows, cfg)
     L = cfg.latency_s * 1e3
     body = [
@@ -113,7 +111,7 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
         "",
         f"- share < 2% at L = {L:g} ms, K = {cfg.k_step}: {s['under_2pct']} of {s['rows']} rows; "
         f"median share {s['median_share']:.1%} by N: "
-        + ", ".join(f"N={n}: {v:.1%}" for n, v in s["median_share_by_n"].items())
+        + reporting.listing(s["median_share_by_n"], ".1%", suffix="")
         + ".",
         f"- against an API judge ({L:g} ms per request, {cfg.api_concurrency} in flight, the measured K): "
         f"{s['api_under_2pct']} of {s['api_rows']} rows under 2%; median share {s['api_median_share']:.1%}.",
@@ -123,45 +121,31 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
     ]
     if skipped:
         body += ["", "Skipped: " + "; ".join(skipped)]
-    if quick:
-        body += ["", "**quick mode** (smoke sizes; not the reported numbers)."]
-    cols = [
-        "N",
-        "constructor",
-        "waves",
-        "requests_per_group",
-        "wall_ms_per_group",
-        "sim_judge_ms_per_group",
-        "overhead_ms_per_group",
-        "overhead_us_per_request",
-        "share_at_L",
-        "max_K_under_2pct",
-        "share_api",
-    ]
-    heads = [
-        "N",
-        "constructor",
-        "waves",
-        "requests/group",
-        "wall ms/group",
-        "sim judge ms/group",
-        "overhead ms/group",
-        "µs/request",
-        f"share @ L={L:g}ms, K={cfg.k_step}",
-        "max K under 2%",
-        f"share, API {L:g} ms/request, c={cfg.api_concurrency}",
-    ]
+    body += common.quick_note(quick)
+    cols = {
+        "N": "N",
+        "constructor": "constructor",
+        "waves": "waves",
+        "requests_per_group": "requests/group",
+        "wall_ms_per_group": "wall ms/group",
+        "sim_judge_ms_per_group": "sim judge ms/group",
+        "overhead_ms_per_group": "overhead ms/group",
+        "overhead_us_per_request": "µs/request",
+        "share_at_L": f"share @ L={L:g}ms, K={cfg.k_step}",
+        "max_K_under_2pct": "max K under 2%",
+        "share_api": f"share, API {L:g} ms/request, c={cfg.api_concurrency}",
+    }
     shown = [{**r, **{c: _pct(r[c]) for c in ("share_at_L", "share_api")}} for r in rows]
     tables = [
-        f"## N = {n}\n\n" + common.md_table([r for r in shown if r["N"] == n], cols, heads) for n in cfg.sizes
+        f"## N = {n}\n\n" + reporting.md_table([r for r in shown if r["N"] == n], cols) for n in cfg.sizes
     ]
-    cmd = "python benchmarks/overhead.py" + (" --quick" if quick else "")
-    common.write_md(
-        out / "overhead.md",
+    common.write_page(
+        out,
+        "overhead.md",
         "Engine + aggregation overhead",
         m,
-        cmd,
         "\n".join(body) + "\n\n" + "\n\n".join(tables),
+        quick,
     )
     return s
 
@@ -200,12 +184,7 @@ def summarize(rows, cfg: Config) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="results/bench")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--constructors", default=None)
-    args = ap.parse_args(argv)
-    print(run(Path(args.out), args.quick, args.constructors))
+    common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

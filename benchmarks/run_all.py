@@ -9,7 +9,6 @@ Writes ``README.md`` in ``--out``: the ratios, links to the tables, the machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import sys
@@ -21,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make ``benchmarks`` importable as a package
     sys.path.insert(0, str(ROOT))
 
+from arenabench import reporting  # noqa: E402
 from benchmarks import aggregation, common, fidelity_frontier, overhead, trainer_speed, waves  # noqa: E402
 
 PARTS = ("waves", "overhead", "aggregation", "trainer", "fidelity")
@@ -105,7 +105,7 @@ def readme(s: dict, parts) -> str:
         + ", ".join(f"{k} {v:.0f} s" for k, v in s["seconds"].items() if k != "total")
         + ").",
         "",
-        f"machine: {common.machine_line(m)}",
+        f"machine: {reporting.machine_line(m)}",
         "",
         "Ratios travel between machines; absolute times do not (they are in the tables). Numbers taken while "
         "other jobs share the CPU are inflated: check the load average above.",
@@ -140,7 +140,7 @@ def readme(s: dict, parts) -> str:
             "",
             f"- share of the judge's critical path at L = {o['latency_ms']:g} ms, K = {o['k_step']}: "
             f"{o['under_2pct']} of {o['rows']} (constructor, N) rows under the 2% goal; median by N: "
-            + ", ".join(f"N={n}: {v:.1%}" for n, v in o["median_share_by_n"].items())
+            + reporting.listing(o["median_share_by_n"], ".1%", suffix="")
             + f"; heaviest {', '.join(o['heaviest'])}.",
             f"- against an API judge ({o['latency_ms']:g} ms per request, 32 in flight): "
             f"{o['api_under_2pct']} of "
@@ -154,18 +154,16 @@ def readme(s: dict, parts) -> str:
             "## Aggregation — [`aggregation.md`](aggregation.md), [`aggregation.csv`](aggregation.csv)",
             "",
             "- choix `opt_pairwise` time / arenabench Bradley-Terry (L-BFGS, the same objective): "
-            + ", ".join(f"N={n}: {1 / v:.0f}×" for n, v in a["lbfgs_over_opt"].items())
+            + reporting.listing({n: 1 / v for n, v in a["lbfgs_over_opt"].items()}, ".0f")
             + f"; the same fit (max |Δθ| {a['max_diff_lbfgs']:.0e}).",
             "- choix `ilsr_pairwise` time / arenabench: "
-            + ", ".join(f"N={n}: {1 / v:.1f}×" for n, v in a["lbfgs_over_ilsr"].items())
+            + reporting.listing({n: 1 / v for n, v in a["lbfgs_over_ilsr"].items()}, ".1f")
             + ".",
             "- the same fit with BLAS on every core / on 1 thread: "
-            + ", ".join(f"N={n}: {v:.0f}×" for n, v in a["all_cores_over_1_thread"].items())
+            + reporting.listing(a["all_cores_over_1_thread"], ".0f")
             + " (1–70× across our runs: a threaded call stalls whenever another process holds a core;"
             " why the benchmarks pin BLAS to 1 thread).",
-            "- Kemeny exact / greedy time: "
-            + ", ".join(f"N={n}: {v:.1f}×" for n, v in a["exact_over_greedy"].items())
-            + ".",
+            "- Kemeny exact / greedy time: " + reporting.listing(a["exact_over_greedy"], ".1f") + ".",
         ]
     if "trainer" in parts:
         t = s["trainer"]
@@ -174,7 +172,7 @@ def readme(s: dict, parts) -> str:
             "## Local trainer — [`trainer.md`](trainer.md), [`trainer.csv`](trainer.csv)",
             "",
             "- steps/s at K = 8, N = 8 relative to pointwise: "
-            + ", ".join(f"{k} {v:.2f}×" for k, v in t["relative"].items())
+            + reporting.listing(t["relative"], ".2f", label="{}")
             + f"; slowest {t['min_steps_per_s']:.1f} steps/s (goal ≥ 5); "
             f"peak RSS ≤ {t['peak_rss_mib']:.0f} MiB.",
         ]
@@ -192,11 +190,8 @@ def readme(s: dict, parts) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="results/bench")
-    ap.add_argument("--quick", action="store_true", help="smoke sizes: every part in seconds")
+    ap = common.parser(__doc__, constructors=True)
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
-    ap.add_argument("--constructors", default=None, help="comma list (default: every registered + variants)")
     ap.add_argument("--trainer-steps", type=int, default=None)
     args = ap.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]

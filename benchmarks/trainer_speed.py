@@ -9,7 +9,6 @@ allocator is not traced — RSS covers it).
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import resource
@@ -18,6 +17,8 @@ import time
 import tracemalloc
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from arenabench import reporting
 
 try:
     from benchmarks import common
@@ -88,32 +89,24 @@ def run(
         with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
             rows.append(pool.submit(bench_one, reward, steps, 1 if quick else 5).result())
         r = rows[-1]
-        print(
-            f"[trainer] {reward:<22} {r['steps_per_s']:.1f} steps/s, peak RSS {r['peak_rss_mib']:.0f} MiB "
+        common.progress(
+            "trainer",
+            f"{reward:<22} {r['steps_per_s']:.1f} steps/s, peak RSS {r['peak_rss_mib']:.0f} MiB "
             f"(+{r['peak_rss_over_imports_mib']:.0f} over imports), "
             f"tracemalloc {r['tracemalloc_peak_mib']:.1f} MiB",
-            flush=True,
         )
     out.mkdir(parents=True, exist_ok=True)
     meta = {"K": 8, "N": 8, "torch_threads": 1, **m}
     (out / "trainer_speed.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    common.write_csv(out / "trainer.csv", rows)
-    cols = [
-        "reward",
-        "steps_per_s",
-        "judge_calls_per_step",
-        "peak_rss_mib",
-        "peak_rss_over_imports_mib",
-        "tracemalloc_peak_mib",
-    ]
-    heads = [
-        "reward",
-        "steps/s",
-        "judge calls/step",
-        "peak RSS MiB",
-        "over imports MiB",
-        "tracemalloc peak MiB",
-    ]
+    reporting.write_csv(out / "trainer.csv", rows)
+    cols = {
+        "reward": "reward",
+        "steps_per_s": "steps/s",
+        "judge_calls_per_step": "judge calls/step",
+        "peak_rss_mib": "peak RSS MiB",
+        "peak_rss_over_imports_mib": "over imports MiB",
+        "tracemalloc_peak_mib": "tracemalloc peak MiB",
+    }
     base = next((r for r in rows if r["reward"] == "pointwise"), rows[0])
     s = {
         "steps_per_s": {r["reward"]: r["steps_per_s"] for r in rows},
@@ -129,29 +122,26 @@ def run(
         "the interpreter + torch + arenabench after import). Goal ≥ 5 steps/s on 2 cores: min "
         f"{s['min_steps_per_s']:.1f} steps/s.",
         "",
-        "Relative to pointwise: " + ", ".join(f"{k} {v:.2f}×" for k, v in s["relative"].items()) + ".",
+        "Relative to pointwise: " + reporting.listing(s["relative"], ".2f", label="{}") + ".",
     ]
-    if quick:
-        body += ["", "**quick mode** (smoke sizes; not the reported numbers)."]
+    body += common.quick_note(quick)
     cmd = f"python benchmarks/trainer_speed.py --steps {steps}"
-    common.write_md(
+    reporting.write_md(
         out / "trainer.md",
         "Local trainer throughput and memory",
         m,
         cmd,
-        "\n".join(body) + "\n\n" + common.md_table(rows, cols, heads),
+        "\n".join(body) + "\n\n" + reporting.md_table(rows, cols),
     )
     return s
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = common.parser(__doc__)
     ap.add_argument(
         "--steps", type=int, default=None, help="timed steps per reward (default 100; 3 with --quick)"
     )
     ap.add_argument("--rewards", default=None, help=f"comma list (default {DEFAULT_REWARDS})")
-    ap.add_argument("--out", default="results/bench")
-    ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     print(run(Path(args.out), args.quick, args.steps, args.rewards))
 

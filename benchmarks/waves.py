@@ -10,13 +10,12 @@ bound = Σ ⌈n_batch / c⌉ × L). Run: ``python benchmarks/waves.py [--quick]`
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from arenabench import judges, rewards
+from arenabench import judges, reporting, rewards
 from arenabench.engine import Engine
 from arenabench.judges.latency import LatencyJudge, Unbatched
 
@@ -133,7 +132,7 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
                     judge = LatencyJudge(_judge(), per_batch_s=L)
                     seq_s, seq_calls = run_sequential(row["constructor"], groups, judge)
                     row.update(sequential_s=seq_s, sequential_calls=seq_calls)
-                    print(f"[waves] sequential N={n} K={k} {row['constructor']}: {seq_s:.2f} s", flush=True)
+                    common.progress("waves", f"sequential N={n} K={k} {row['constructor']}: {seq_s:.2f} s")
             seq = {r["constructor"]: r for r in rows if (r["N"], r["K"]) == (n, k) and "sequential_s" in r}
             for row in (r for r in rows if (r["N"], r["K"]) == (n, k) and r["constructor"] in seq):
                 # one request per call: the sequential driver pays L per call in both latency models
@@ -143,8 +142,7 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
     finally:
         if finish is not None:
             finish()
-    out.mkdir(parents=True, exist_ok=True)
-    common.write_csv(out / "waves.csv", rows)
+    common.save_csv(out, "waves.csv", rows)
     summary = summarize(rows, cfg)
     _write_md(out, rows, summary, cfg, m, skipped, quick)
     return summary
@@ -202,7 +200,7 @@ def _by_nk(batch: list[dict]) -> list[dict]:
 
 
 def nk_table(s: dict) -> str:
-    return common.md_table(
+    return reporting.md_table(
         s["by_nk"],
         ["N", "K", "median", "worst", "within"],
         ["N", "K", "median wall / bound", "worst", "≤ 1.2×"],
@@ -220,28 +218,17 @@ def speedup_line(s: dict) -> str:
 
 def _write_md(out: Path, rows, s: dict, cfg: Config, m, skipped, quick: bool) -> None:
     L = cfg.latency_s * 1e3
-    cols = [
-        "N",
-        "K",
-        "constructor",
-        "waves",
-        "batches",
-        "judge_calls",
-        "wall_s",
-        "waves_x_L_s",
-        "ratio_to_bound",
-    ]
-    heads = [
-        "N",
-        "K",
-        "constructor",
-        "waves",
-        "batches",
-        "judge calls",
-        "wall s",
-        "waves × L s",
-        "wall / bound",
-    ]
+    cols = {
+        "N": "N",
+        "K": "K",
+        "constructor": "constructor",
+        "waves": "waves",
+        "batches": "batches",
+        "judge_calls": "judge calls",
+        "wall_s": "wall s",
+        "waves_x_L_s": "waves × L s",
+        "ratio_to_bound": "wall / bound",
+    }
     body = [
         f"Simulated `calibrated` judge behind `LatencyJudge`; bound = waves × L with L = {L:g} ms per batch "
         f"(one vLLM generate); wall = median of up to {cfg.repeats} engine steps (a step slower than "
@@ -264,17 +251,16 @@ def _write_md(out: Path, rows, s: dict, cfg: Config, m, skipped, quick: bool) ->
     ]
     if skipped:
         body += ["", "Skipped: " + "; ".join(skipped)]
-    if quick:
-        body += ["", "**quick mode** (smoke sizes; not the reported numbers)."]
+    body += common.quick_note(quick)
     body += ["", nk_table(s)]
     parts = ["\n".join(body)]
     for n in cfg.sizes:
         sub = [r for r in rows if r["mode"].startswith("batch") and r["N"] == n]
-        parts.append(f"## Per-batch latency, N = {n}\n\n" + common.md_table(sub, cols, heads))
+        parts.append(f"## Per-batch latency, N = {n}\n\n" + reporting.md_table(sub, cols))
     seq = [r for r in rows if r["mode"].startswith("batch") and "speedup" in r]
     parts.append(
         "## Sequential driver (same L per call)\n\n"
-        + common.md_table(
+        + reporting.md_table(
             seq,
             ["N", "K", "constructor", "sequential_calls", "sequential_s", "wall_s", "speedup"],
             ["N", "K", "constructor", "calls", "sequential s", "engine wall s", "speed-up"],
@@ -283,7 +269,7 @@ def _write_md(out: Path, rows, s: dict, cfg: Config, m, skipped, quick: bool) ->
     api = [r for r in rows if r["mode"].startswith("api")]
     parts.append(
         f"## API latency (L per request, concurrency {cfg.concurrency})\n\n"
-        + common.md_table(
+        + reporting.md_table(
             api,
             [
                 "N",
@@ -309,17 +295,11 @@ def _write_md(out: Path, rows, s: dict, cfg: Config, m, skipped, quick: bool) ->
             ],
         )
     )
-    cmd = "python benchmarks/waves.py" + (" --quick" if quick else "")
-    common.write_md(out / "waves.md", "Waves vs sequential", m, cmd, "\n\n".join(parts))
+    common.write_page(out, "waves.md", "Waves vs sequential", m, "\n\n".join(parts), quick)
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="results/bench")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--constructors", default=None, help="comma list (default: all registered + variants)")
-    args = ap.parse_args(argv)
-    print(run(Path(args.out), args.quick, args.constructors))
+    common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

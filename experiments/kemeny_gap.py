@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from arenabench import reporting
 from arenabench.aggregation import kemeny_exact, kemeny_greedy
 
 SIZES = (8, 9, 10, 11, 12)
@@ -89,21 +90,17 @@ def main() -> None:
     )
     cols = ["family", "n", "instances", "mean_gap", "worst_gap", "greedy_optimal"]
     cols += ["borda_mean_gap", "borda_worst_gap", "exact_ms"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        cells = [
-            r["family"],
-            str(r["n"]),
-            str(r["instances"]),
-            f"{r['mean_gap']:.4f}",
-            f"{r['worst_gap']:.4f}",
-            f"{r['greedy_optimal']:.3f}",
-            f"{r['borda_mean_gap']:.4f}",
-            f"{r['borda_worst_gap']:.4f}",
-            f"{r['exact_seconds'] * 1e3:.2f}",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    table = "\n".join(lines)
+    gaps = ("mean_gap", "worst_gap", "borda_mean_gap", "borda_worst_gap")
+    shown = [
+        {
+            **r,
+            **{k: f"{r[k]:.4f}" for k in gaps},
+            "greedy_optimal": f"{r['greedy_optimal']:.3f}",
+            "exact_ms": f"{r['exact_seconds'] * 1e3:.2f}",
+        }
+        for r in rows
+    ]
+    table = reporting.md_table(shown, cols, cell=str)
     (out / "kemeny_gap.md").write_text(head + table + "\n")
     print(head + table)
 

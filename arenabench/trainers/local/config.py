@@ -122,7 +122,9 @@ def _build(cls, values: Mapping[str, Any], prefix: str, errors: list[str]):
     for k in unknown:
         key = f"{prefix}{k}"
         hint = f" (moved to {MOVED[key]})" if key in MOVED else ""
-        errors.append(f"unknown key {key!r}{hint}; valid {prefix.rstrip('.') or 'top-level'} keys: {', '.join(names)}")
+        errors.append(
+            f"unknown key {key!r}{hint}; valid {prefix.rstrip('.') or 'top-level'} keys: {', '.join(names)}"
+        )
     kwargs = {}
     for name in names:
         if name not in values:

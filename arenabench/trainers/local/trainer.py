@@ -227,9 +227,7 @@ def train(
     loss_fn = get_policy_loss(tc.algo)
     T = tc.temperature
 
-    policy = TinyLM(
-        task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head
-    )
+    policy = TinyLM(task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head)
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
     _bind_reference(constructor, PolicyReference(ref, task, T, seed))
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
