@@ -75,10 +75,11 @@ def test_unknown_keys_are_one_error_naming_the_valid_keys():
 
 
 def test_a_moved_key_on_the_command_line_fails_before_training():
+    """hydra refuses an unknown override; one forced in with `+` still fails before a step."""
     from arenabench.trainers.local.trainer import train
 
     with pytest.raises(ValueError, match="moved to engine.max_retries"):
-        train(compose_cfg("trainer.judge_retries=8", "steps=1", "tracking=none"), progress=False)
+        train(compose_cfg("+trainer.judge_retries=8", "steps=1", "tracking=none"), progress=False)
 
 
 def test_train_takes_a_run_config_or_its_mapping_alike():
