@@ -157,3 +157,20 @@ def test_new_metrics_are_logged_every_step_and_the_oracle_arm_is_aligned(tmp_pat
     assert all(0 < h.value <= 1 for h in hist("distinct_share"))
     assert [h.step for h in hist("eval_sampled_quality")] == [0, 2]
     assert math.isfinite(final["eval_sampled_quality"])
+
+
+def test_pointwise_budget_matches_seeded_single_elim_calls_at_n8():
+    """conf/reward/pointwise_budget.yaml: votes = round((2N − 2)·2 / N) = 4 at N = 8."""
+    from pathlib import Path
+
+    import yaml
+
+    cfg = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "conf/reward/pointwise_budget.yaml").read_text()
+    )
+    n, k = 8, 5
+    assert cfg["name"] == "pointwise" and cfg["votes"] == round((2 * n - 2) * 2 / n) == 4
+    groups = random_groups(n, k=k, seed=4)
+    sse = Engine(judges.get("calibrated")).run(rewards.get("seeded_single_elim"), groups).stats.judge_calls
+    pw = Engine(judges.get("calibrated")).run(rewards.get(**cfg), groups).stats.judge_calls
+    assert sse == k * (2 * n - 2) * 2 == 140 and pw == k * n * 4 == 160
