@@ -68,9 +68,37 @@ def cmd_fidelity(args) -> int:
     return 0
 
 
+def cmd_compare_stats(args) -> int:
+    """``compare --stats`` / ``--baseline`` / ``--reach``: per-arm CIs, AUC, reach, paired tests."""
+    from arenabench.compare import arm_stats, format_stats, metric_curves
+
+    table = arm_stats(
+        args.experiment,
+        metric=args.metric,
+        uri=args.uri,
+        sweep=args.sweep,
+        by=args.by,
+        baseline=args.baseline,
+        reach=args.reach,
+        level=args.level,
+    )
+    if table.attrs.get("sweep"):
+        print(f"sweep {table.attrs['sweep']}: {int(table['n'].sum())} finished runs", file=sys.stderr)
+    _emit(format_stats(table, args.format), args.output)
+    if args.plot:
+        metric_curves(
+            args.experiment, args.metric, uri=args.uri, sweep=args.sweep, by=args.by, path=args.plot
+        )
+    return 0
+
+
 def cmd_compare(args) -> int:
     from arenabench.compare import format_summary, load_runs, metric_curves, summarize
 
+    if args.stats or args.baseline is not None or args.reach is not None:
+        return cmd_compare_stats(args)
+    if args.format == "json":
+        raise ValueError("--format json needs the statistics view: add --stats (or --baseline / --reach)")
     df = load_runs(args.experiment, uri=args.uri, sweep=args.sweep)
     table = summarize(df, metric=args.metric, by=args.by)
     if df.attrs.get("sweep"):
@@ -107,7 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--by", default="setting", help="tag to group runs by (setting, constructor, ...)")
     c.add_argument("--sweep", default="latest", help="latest (default), all, or a sweep id")
     c.add_argument("--plot", help="write the metric's mean ± std learning curves per group (PNG) here")
-    c.add_argument("--format", default="table", choices=("table", "markdown", "csv"))
+    c.add_argument("--format", default="table", choices=("table", "markdown", "csv", "json"))
+    c.add_argument(
+        "--stats",
+        action="store_true",
+        help="per arm: mean and t CI over seeds of the final value and of the curve's AUC, judge calls",
+    )
+    c.add_argument(
+        "--baseline",
+        help="arm to pair against by seed (implies --stats): differences, paired t CIs, p-values; "
+        "an exact --by value or a reward name (reward=<name> in the setting)",
+    )
+    c.add_argument(
+        "--reach",
+        type=float,
+        help="(implies --stats) first step reaching start + f*(baseline final - start) (own final "
+        "without --baseline), e.g. 0.5",
+    )
+    c.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
     c.add_argument("--output", "-o", help="write the table here instead of stdout")
     c.add_argument(
         "--uri", help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///results/mlflow.db)"

@@ -304,3 +304,193 @@ def frontier_plot(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120)
     return fig
+
+
+# --------------------------------------------------------------------------- statistics over seeds
+
+STATS_FORMATS = ("table", "markdown", "csv", "json")
+
+
+def _resolve_baseline(arms: list, baseline: str, by: str):
+    """The arm named ``baseline``: an exact ``by`` value, else the one arm whose ``by`` value (an
+    override string such as ``reward=pointwise judge=cot``) holds the token ``reward=<baseline>``."""
+    if baseline in arms:
+        return baseline
+    token = f"reward={baseline}"
+    hits = [a for a in arms if token in str(a).split()]
+    if len(hits) == 1:
+        return hits[0]
+    why = "matches several" if hits else "is not one of the"
+    raise ValueError(
+        f"baseline {baseline!r} {why} arms (grouped by {by!r}): "
+        f"{', '.join(map(str, hits or arms))}; name one exactly, or group with --by reward"
+    )
+
+
+def _seed_map(runs: pd.DataFrame, arm) -> dict[str, int]:
+    """seed tag → row of an arm's runs; a missing or repeated seed is a clear error."""
+    if "seed" not in runs.columns or runs["seed"].isna().any():
+        raise ValueError(f"arm {arm!r}: paired differences need a 'seed' tag on every run")
+    seeds = runs["seed"].astype(str)
+    dup = sorted(seeds[seeds.duplicated()].unique())
+    if dup:
+        raise ValueError(
+            f"arm {arm!r} has several runs of seed(s) {', '.join(dup)}: cannot pair by seed "
+            "(pick one sweep with --sweep)"
+        )
+    return dict(zip(seeds, runs.index, strict=True))
+
+
+def _fmt_ci(m: float, lo: float, hi: float, signed: bool = False) -> str:
+    if math.isnan(m):
+        return ""
+    s = f"{m:+.3f}" if signed else f"{m:.3f}"
+    return s if math.isnan(lo) else f"{s} [{lo:.3f}, {hi:.3f}]"
+
+
+def arm_stats(
+    experiment: str,
+    metric: str = "eval_win_rate",
+    uri: str | None = None,
+    sweep: str = "latest",
+    by: str = "setting",
+    baseline: str | None = None,
+    reach: float | None = None,
+    level: float = 0.95,
+    include_failed: bool = False,
+) -> pd.DataFrame:
+    """Per arm (``by`` group): over its runs (one per seed) the mean and ``level`` t interval of
+    ``metric``'s final logged value (``final``, ``final_lo``, ``final_hi``) and of the area under its
+    logged curve (``auc``: trapezoid over the logged steps / step span, see
+    :func:`arenabench.stats.curve_auc`), the mean final cumulative ``judge_calls``, and ``n``.
+
+    ``reach=f``: ``reach_step`` (+ interval, and ``reached`` = runs that got there) is the first
+    logged step where a run's curve reaches ``start + f·(ref − start)``, start = the run's first
+    logged value, ref = the final value of the baseline run with the same seed (with
+    ``baseline``) or the run's own final value (without).
+
+    ``baseline``: ``d_<quantity>``, ``d_<quantity>_lo/_hi`` and ``p_<quantity>`` (two-sided paired
+    t-test) of arm − baseline over seeds matched by the ``seed`` tag (for ``reach_step``, over the
+    seeds where both reached). Every arm must hold exactly the baseline's seeds, or ValueError.
+    Rows: the baseline first, then by ``final`` descending; ``df.attrs`` records the settings."""
+    from arenabench import stats
+
+    if reach is not None and not 0 < reach <= 1:
+        raise ValueError(f"reach must be a fraction in (0, 1]; got {reach}")
+    client = _client(uri)
+    df = _load(client, experiment, sweep, include_failed)
+    if df.empty:
+        raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r})")
+    _check_metric(df, metric)
+    _check_by(df, by)
+    key = df.attrs["metric_keys"][metric]
+    calls_col = {k: c for c, k in df.attrs["metric_keys"].items()}.get("judge_calls")
+    curves, keep = {}, []
+    for idx, run_id in zip(df.index, df["run_id"], strict=True):
+        h = _history(client, run_id, key)
+        if len(h):
+            curves[idx] = (h["step"].to_numpy(dtype=float), h["value"].to_numpy(dtype=float))
+            keep.append(idx)
+    runs = df.loc[keep].copy()
+    if runs.empty:
+        raise ValueError(f"no history for metric {metric!r}")
+    runs["_final"] = [curves[i][1][-1] for i in runs.index]
+    runs["_start"] = [curves[i][1][0] for i in runs.index]
+    runs["_auc"] = [stats.curve_auc(*curves[i]) for i in runs.index]
+    arms = sorted(runs[by].dropna().unique(), key=str)
+    base = _resolve_baseline(arms, baseline, by) if baseline is not None else None
+    seeds = {a: _seed_map(runs[runs[by] == a], a) for a in arms} if base is not None else {}
+    if base is not None:
+        want = set(seeds[base])
+        for a in arms:
+            if set(seeds[a]) != want:
+                raise ValueError(
+                    f"seeds do not match: arm {a!r} has seeds {sorted(seeds[a])}, baseline {base!r} "
+                    f"has {sorted(want)}; paired differences need the same seeds in every arm"
+                )
+    if reach is not None:
+        ref = runs["_final"].copy()
+        if base is not None:
+            base_final = {s: runs.at[i, "_final"] for s, i in seeds[base].items()}
+            ref = pd.Series([base_final[str(s)] for s in runs["seed"]], index=runs.index)
+        runs["_reach"] = [
+            stats.steps_to_reach(
+                *curves[i], stats.reach_target(runs.at[i, "_start"], ref[i], reach), runs.at[i, "_start"]
+            )
+            for i in runs.index
+        ]
+    quantities = ["final", "auc"] + (["reach_step"] if reach is not None else [])
+    col = {"final": "_final", "auc": "_auc", "reach_step": "_reach"}
+    rows = []
+    for a in arms:
+        r = runs[runs[by] == a]
+        row = {"arm": a, "n": len(r)}
+        if calls_col is not None:
+            row["judge_calls"] = float(r[calls_col].mean())
+        for q in quantities:
+            ci = stats.t_interval(r[col[q]], level)
+            row.update({q: ci["mean"], f"{q}_lo": ci["lo"], f"{q}_hi": ci["hi"]})
+        if reach is not None:
+            row["reached"] = int(r["_reach"].notna().sum())
+        if base is not None:
+            order = sorted(seeds[base])
+            mine, theirs = seeds[a], seeds[base]
+            for q in quantities:
+                if a == base:
+                    row.update({f"d_{q}": math.nan, f"d_{q}_lo": math.nan, f"d_{q}_hi": math.nan})
+                    row[f"p_{q}"] = math.nan
+                    continue
+                x = [runs.at[mine[s], col[q]] for s in order]
+                y = [runs.at[theirs[s], col[q]] for s in order]
+                d = stats.paired_t(x, y, level)
+                row.update(
+                    {f"d_{q}": d["mean"], f"d_{q}_lo": d["lo"], f"d_{q}_hi": d["hi"], f"p_{q}": d["p"]}
+                )
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out["_is_base"] = out["arm"] == base
+    out = out.sort_values(["_is_base", "final", "arm"], ascending=[False, False, True], kind="stable")
+    out = out.drop(columns="_is_base").reset_index(drop=True)
+    out.attrs.update(
+        metric=metric, by=by, baseline=base, reach=reach, level=level, experiment=experiment,
+        sweep=df.attrs.get("sweep"),
+    )  # fmt: skip
+    return out
+
+
+def format_stats(table: pd.DataFrame, fmt: str = "table") -> str:
+    """An :func:`arm_stats` frame as ``json`` (records, every number, NaN as null), ``csv`` (every
+    number), or a readable ``table`` / ``markdown`` (each quantity as ``mean [lo, hi]``)."""
+    if fmt not in STATS_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(STATS_FORMATS)}; got {fmt!r}")
+    if fmt == "json":
+        import json
+
+        recs = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+            for r in table.to_dict(orient="records")
+        ]
+        return json.dumps({"settings": dict(table.attrs), "arms": recs}, indent=2, default=str)
+    if fmt == "csv":
+        return table.to_csv(index=False).rstrip("\n")
+    a = table.attrs
+    pct = f"{100 * a.get('level', 0.95):g}%"
+    show = pd.DataFrame({"arm": table["arm"], "n": table["n"]})
+    if "judge_calls" in table:
+        show["judge_calls"] = [f"{v:.0f}" for v in table["judge_calls"]]
+    quantities = [q for q in ("final", "auc", "reach_step") if q in table]
+    label = {"final": "final", "auc": "AUC", "reach_step": f"step@{a.get('reach')}"}
+    for q in quantities:
+        show[f"{label[q]} [{pct} CI]"] = [
+            _fmt_ci(*v) for v in zip(table[q], table[f"{q}_lo"], table[f"{q}_hi"], strict=True)
+        ]
+        if q == "reach_step":
+            show["reached"] = table["reached"]
+    if a.get("baseline") is not None:
+        for q in quantities:
+            show[f"Δ{label[q]} vs {a['baseline']}"] = [
+                _fmt_ci(*v, signed=True)
+                for v in zip(table[f"d_{q}"], table[f"d_{q}_lo"], table[f"d_{q}_hi"], strict=True)
+            ]
+            show[f"p {label[q]}"] = ["" if math.isnan(p) else f"{p:.3g}" for p in table[f"p_{q}"]]
+    return format_summary(show, "markdown" if fmt == "markdown" else "table")

@@ -3,6 +3,7 @@
 from arenabench.rewards import (  # noqa: F401  (importing registers)
     adaptive,
     anchor,
+    controls,
     double_elim,
     pointwise,
     reasoning_arena,

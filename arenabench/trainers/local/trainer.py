@@ -29,13 +29,19 @@ from arenabench.judges.cache import CachedJudge, JudgmentCache
 from arenabench.judges.faults import FaultyJudge
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
+from arenabench.trainers.local.step_metrics import (
+    EXTRA_STEP_METRICS,
+    sampled_eval,
+    step_extras,
+    token_entropy,
+)
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.losses import get_policy_loss
 from arenabench.types import Group, Trajectory
 
 log = logging.getLogger(__name__)
 
-# what every step logs (eval_win_rate and eval_quality every ``eval_every`` steps)
+# what every step logs (eval_win_rate, eval_quality, eval_sampled_quality every ``eval_every`` steps)
 STEP_METRICS = (
     "quality_mean",
     "quality_max",
@@ -57,6 +63,7 @@ STEP_METRICS = (
     "judge_latency_p50",
     "judge_latency_p90",
     "wall_time",
+    *EXTRA_STEP_METRICS,  # entropy, distinct_share, adv_oracle_{pearson,kendall,groups}: step_metrics.py
 )
 # judge_calls / judge_failures / judge_retries are cumulative (engine requests, retries
 # included); cache_*, judge_*_tokens and judge_latency_* are this step's. With fault injection
@@ -264,6 +271,7 @@ def train(
         with torch.no_grad():
             old_logp = response_logprobs(policy, prompts, responses, T)
             ref_logp = response_logprobs(ref, prompts, responses, T)
+            entropy = token_entropy(policy, prompts, responses, T)  # the sampling policy, pre-update
         for _ in range(tc.epochs):
             logp = response_logprobs(policy, prompts, responses, T)
             loss, st = loss_fn(
@@ -302,16 +310,19 @@ def train(
             "judge_retries": float(retries),
             **stack.step_metrics(),
             "wall_time": time.perf_counter() - t_start,
+            **step_extras(groups, [r.advantage for r in out.results], entropy),
         }
         every = rc.eval_every
         if every and (step % every == 0 or step == steps - 1):
             metrics.update(greedy_eval(policy, ref_greedy, task))
+            metrics.update(sampled_eval(policy, task))
         if tracker is not None:
             tracker.log_metrics(metrics, step=step)
         bar.set_postfix(q=f"{metrics['quality_mean']:.2f}", snr=f"{metrics['snr']:.2f}")
     bar.close()
     final = dict(metrics)
     final.update(greedy_eval(policy, ref_greedy, task))
+    final.update(sampled_eval(policy, task))
     final["steps_per_s"] = steps / max(time.perf_counter() - t_start, 1e-9)
     if not math.isfinite(final.get("loss", 0.0)):
         raise FloatingPointError(f"loss became non-finite at step {steps - 1}")

@@ -1,0 +1,103 @@
+"""Extra per-step and eval metrics of the local trainer (small functions; the trainer calls them).
+
+- ``entropy``: mean token entropy (nats) of the sampling policy π_T (logits / T, the training
+  temperature) at every response position of the step's K·N rollouts — greedy anchors included,
+  the same tokens the loss averages over — computed before the update.
+- ``distinct_share``: mean over groups of (#distinct response texts) / N.
+- ``adv_oracle_pearson`` / ``adv_oracle_kendall``: per group, Pearson r and Kendall τ-b between
+  the arm's advantages and the *oracle* advantages ``standardize(true quality)`` (GRPO
+  standardization within the group), averaged over the groups where both vectors are
+  non-constant; ``adv_oracle_groups`` is how many groups that was. Groups left out carry no
+  measurable alignment (a zero-advantage group, or all qualities equal). With no usable group
+  both correlations are logged as 0.0 (the tracker drops NaN, and a metric must be logged every
+  step); ``adv_oracle_groups == 0`` tells such steps apart.
+- ``eval_sampled_quality``: mean true quality of ``EVAL_SAMPLES`` samples at temperature 1 per
+  task prompt (all prompts), drawn with a generator seeded by ``EVAL_SEED`` afresh at every
+  eval: independent of training's random streams, so every arm (and every eval of one run) uses
+  the same draws, and two equal policies get exactly the same score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from arenabench.advantages import standardize
+from arenabench.metrics import kendall_tau_b, pearson
+from arenabench.trainers.local.policy import TinyLM, sample
+from arenabench.types import Group
+
+EXTRA_STEP_METRICS = (
+    "entropy",
+    "distinct_share",
+    "adv_oracle_pearson",
+    "adv_oracle_kendall",
+    "adv_oracle_groups",
+)
+EVAL_SAMPLES = 16  # temperature-1 samples per prompt for eval_sampled_quality
+EVAL_TEMPERATURE = 1.0
+EVAL_SEED = 20_251_203  # fixed: not the run's seed, so every arm and seed is evaluated on the same draws
+
+
+@torch.no_grad()
+def token_entropy(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float) -> float:
+    """Mean entropy of π(· | prompt, y_<t) at ``temperature`` over every response position."""
+    seq = torch.cat([prompts, responses], dim=1)
+    logits = model(seq[:, :-1])[:, prompts.shape[1] - 1 :] / temperature
+    logp = F.log_softmax(logits, dim=-1)
+    return float(-(logp.exp() * logp).sum(-1).mean())
+
+
+def distinct_share(groups: Sequence[Group]) -> float:
+    """Mean over groups of the share of distinct response texts (1 = all different)."""
+    return float(np.mean([len({t.text for t in g.trajectories}) / len(g) for g in groups]))
+
+
+def _constant(x: np.ndarray) -> bool:
+    return bool(np.all(x == x[0]))
+
+
+def oracle_alignment(groups: Sequence[Group], advantages: Sequence[np.ndarray]) -> dict[str, float]:
+    """Pearson and Kendall τ-b of each group's advantages against the oracle advantages
+    ``standardize(true quality)``, averaged over groups where neither side is constant (see the
+    module docstring for the convention), and that group count."""
+    rs, taus = [], []
+    for g, adv in zip(groups, advantages, strict=True):
+        adv = np.asarray(adv, dtype=float)
+        oracle = standardize(np.array([t.meta["quality"] for t in g.trajectories], dtype=float))
+        if len(adv) < 2 or _constant(adv) or _constant(oracle):
+            continue
+        rs.append(pearson(adv, oracle))
+        taus.append(kendall_tau_b(adv, oracle))
+    return {
+        "adv_oracle_pearson": float(np.mean(rs)) if rs else 0.0,
+        "adv_oracle_kendall": float(np.mean(taus)) if taus else 0.0,
+        "adv_oracle_groups": float(len(rs)),
+    }
+
+
+def step_extras(
+    groups: Sequence[Group], advantages: Sequence[np.ndarray], entropy: float
+) -> dict[str, float]:
+    """The extra metrics every step logs (:data:`EXTRA_STEP_METRICS`)."""
+    return {
+        "entropy": entropy,
+        "distinct_share": distinct_share(groups),
+        **oracle_alignment(groups, advantages),
+    }
+
+
+def sampled_eval(
+    policy: TinyLM, task, n: int = EVAL_SAMPLES, seed: int = EVAL_SEED, temperature: float = EVAL_TEMPERATURE
+) -> dict[str, float]:
+    """``eval_sampled_quality``: mean true quality of ``n`` samples per prompt at ``temperature``
+    on every task prompt, from a fresh generator seeded with ``seed`` (training's generators are
+    untouched)."""
+    ids = np.repeat(np.arange(task.n_prompts), n)
+    prompts = torch.as_tensor(task.prompts[ids])
+    gen = torch.Generator().manual_seed(seed)
+    resp = sample(policy, prompts, task.response_len, torch.full((len(ids),), temperature), gen).numpy()
+    return {"eval_sampled_quality": float(task.quality(ids, resp).mean())}
