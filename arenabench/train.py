@@ -8,7 +8,7 @@ jobs).
 Restarting a killed sweep with the same command: each job's ``job_key`` (:func:`job_identity`)
 names it across launches; a job whose identical run already FINISHED is skipped
 (``tracking.skip_finished``), and the runs of SIGKILLed jobs are closed as FAILED when their job
-starts again (:class:`~arenabench.tracking.mlflow.Tracker`). Training is deterministic in the
+starts again (:class:`~arenabench.tracking.Tracker`). Training is deterministic in the
 config, so with ``judge.cache`` set the restarted job replays the killed one's steps from the
 judgment cache without paying a judge call.
 """
@@ -50,7 +50,7 @@ def job_tags(cfg: DictConfig) -> dict[str, str]:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from arenabench.tracking.mlflow import git_commit
+    from arenabench.tracking import git_commit
 
     hc = HydraConfig.get()
     overrides = list(hc.overrides.task)
@@ -111,7 +111,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     if not cfg.tracking.enabled:
         return train(resolved, progress=progress)
 
-    from arenabench.tracking.mlflow import IDENTITY_TAG, Tracker, finished_run, flatten
+    from arenabench.tracking import IDENTITY_TAG, Tracker, finished_run, flatten
 
     tags = job_tags(cfg)
     identity = tags.pop(IDENTITY_TAG)

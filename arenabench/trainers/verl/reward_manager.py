@@ -80,7 +80,7 @@ class _MlflowSink:
     def __init__(self, run_id: str, uri: str | None):
         from mlflow.tracking import MlflowClient
 
-        from arenabench.tracking.mlflow import tracking_uri
+        from arenabench.tracking import tracking_uri
 
         self.uri = tracking_uri(uri)
         self.client = MlflowClient(tracking_uri=self.uri)
@@ -92,7 +92,7 @@ class _MlflowSink:
             return
         from mlflow.entities import Metric
 
-        from arenabench.tracking.mlflow import lock_for
+        from arenabench.tracking import lock_for
 
         ts = int(time.time() * 1000)
         batch = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items()]
