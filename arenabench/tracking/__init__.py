@@ -4,7 +4,7 @@ imported only when a :class:`Tracker` is opened or a store is read.
 Modules, by concern: :mod:`~arenabench.tracking.store` (URI, sqlite file, lock, experiments),
 :mod:`~arenabench.tracking.ownership` (owners of runs, dead runs, finished runs),
 :mod:`~arenabench.tracking.params` (flattening and MLflow's limits),
-:mod:`~arenabench.tracking.tags` (provenance, the job identity tag),
+:mod:`~arenabench.tracking.tags` (provenance and the job tags both apps use),
 :mod:`~arenabench.tracking.tracker` (:class:`RunLogger`, :class:`Tracker`). Import from here.
 """
 
@@ -29,7 +29,7 @@ from arenabench.tracking.store import (
     sqlite_path,
     tracking_uri,
 )
-from arenabench.tracking.tags import IDENTITY_TAG, git_commit
+from arenabench.tracking.tags import IDENTITY_TAG, build_job_tags, git_commit
 from arenabench.tracking.tracker import STATUSES, RunLogger, Tracker
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "RunLogger",
     "Tracker",
     "artifact_dir",
+    "build_job_tags",
     "fail_dead_runs",
     "finished_run",
     "flatten",

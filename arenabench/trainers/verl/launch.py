@@ -155,27 +155,30 @@ def job_tags(cfg: DictConfig, config_name: str, overrides: Sequence[str]) -> dic
     """The local trainer's run tags (``arenabench/train.py``), so ``arenabench compare`` groups
     verl runs the same way: ``setting`` is the config name plus the overrides that change what is
     computed; ``sweep`` is ``arenabench.sweep`` (default: one sweep per MLflow experiment)."""
-    from arenabench.tracking import git_commit
+    from arenabench.tracking import build_job_tags, git_commit
 
     overrides = translate(overrides)
-    setting = " ".join([config_name, *(o for o in overrides if not o.lstrip("+~").startswith(NOT_SETTING))])
-    arena = cfg.arenabench
-    return {
-        "constructor": str(arena.reward.name),
-        "reward": _choice(overrides, "reward@arenabench.reward", str(arena.reward.name)),
-        "judge": _choice(
-            overrides, "judge@arenabench.judge", str(arena.judge.get("preset", arena.judge.kind))
-        ),
-        "loss": str(cfg.actor_rollout_ref.actor.policy_loss.loss_mode),
-        "setting": setting,
-        "seed": str(arena.seed),
-        "sweep": str(arena.get("sweep") or f"verl/{cfg.trainer.project_name}"),
-        "overrides": " ".join(overrides),
-        "experiment": str(cfg.trainer.project_name),
-        "trainer": "verl",
-        "config_name": config_name,
-        "git_commit": git_commit(CONF.parent) or "unknown",
-    }
+    arena, project = cfg.arenabench, cfg.trainer.project_name
+    return build_job_tags(
+        overrides,
+        not_setting=NOT_SETTING,
+        setting_head=[config_name],
+        strip="+~",
+        constructor=arena.reward.name,
+        reward=_choice(overrides, "reward@arenabench.reward", str(arena.reward.name)),
+        seed=arena.seed,
+        sweep=arena.get("sweep") or f"verl/{project}",
+        experiment=project,
+        commit=git_commit(CONF.parent) or "unknown",
+        extra={
+            "judge": _choice(
+                overrides, "judge@arenabench.judge", str(arena.judge.get("preset", arena.judge.kind))
+            ),
+            "loss": cfg.actor_rollout_ref.actor.policy_loss.loss_mode,
+            "trainer": "verl",
+            "config_name": config_name,
+        },
+    )
 
 
 def _choice(overrides: Sequence[str], key: str, default: str) -> str:
