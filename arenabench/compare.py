@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from arenabench.tracking.mlflow import _preimport_store, lock_for, sqlite_path, tracking_uri
+from arenabench.tracking import open_client, search_all, tracking_uri
 
 BASE_COLUMNS = ("run_id", "run_name", "status", "start_time")
 SUMMARY_FORMATS = ("table", "markdown", "csv")
@@ -26,16 +26,10 @@ def _client(uri: str | None):
     """An MlflowClient on an existing store (a missing sqlite file is an error, not a new empty
     database)."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     uri = tracking_uri(uri)
-    db = sqlite_path(uri)
-    if db is not None and not db.exists():
-        raise ValueError(f"no MLflow database at {db} (tracking URI {uri})")
-    _preimport_store(uri)
     try:
-        with lock_for(uri):  # first connect may migrate the schema: not concurrently with a job
-            return MlflowClient(tracking_uri=uri)
+        return open_client(uri, must_exist=True)
     except MlflowException as exc:
         raise ValueError(f"cannot open MLflow store {uri}: {exc.message}") from exc
 
@@ -48,20 +42,6 @@ def _experiment_id(client, experiment: str) -> str:
         names = sorted(e.name for e in client.search_experiments(view_type=ViewType.ACTIVE_ONLY))
         raise ValueError(f"unknown experiment {experiment!r}; experiments in the store: {', '.join(names)}")
     return exp.experiment_id
-
-
-def _search_all(client, experiment_id: str) -> list:
-    from mlflow.entities import ViewType
-
-    runs, token = [], None
-    while True:
-        page = client.search_runs(
-            [experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
-        )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
 
 
 def _select_sweep(df: pd.DataFrame, sweep: str) -> tuple[pd.DataFrame, str | None]:
@@ -82,7 +62,7 @@ def _select_sweep(df: pd.DataFrame, sweep: str) -> tuple[pd.DataFrame, str | Non
 
 
 def _load(client, experiment: str, sweep: str, include_failed: bool) -> pd.DataFrame:
-    runs = _search_all(client, _experiment_id(client, experiment))
+    runs = search_all(client, _experiment_id(client, experiment))
     tag_keys = sorted({k for r in runs for k in r.data.tags if not k.startswith("mlflow.")})
     metric_keys = sorted({k for r in runs for k in r.data.metrics})
     taken = set(BASE_COLUMNS) | set(tag_keys)

@@ -8,7 +8,7 @@ jobs).
 Restarting a killed sweep with the same command: each job's ``job_key`` (:func:`job_identity`)
 names it across launches; a job whose identical run already FINISHED is skipped
 (``tracking.skip_finished``), and the runs of SIGKILLed jobs are closed as FAILED when their job
-starts again (:class:`~arenabench.tracking.mlflow.Tracker`). Training is deterministic in the
+starts again (:class:`~arenabench.tracking.Tracker`). Training is deterministic in the
 config, so with ``judge.cache`` set the restarted job replays the killed one's steps from the
 judgment cache without paying a judge call.
 """
@@ -50,27 +50,21 @@ def job_tags(cfg: DictConfig) -> dict[str, str]:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from arenabench.tracking.mlflow import git_commit
+    from arenabench.tracking import IDENTITY_TAG, build_job_tags, git_commit
 
     hc = HydraConfig.get()
-    overrides = list(hc.overrides.task)
-    skip = ("seed=", "experiment=", "progress=", "tracking.", "hydra.")  # not part of what is compared
-    setting = " ".join(o for o in overrides if not o.startswith(skip)) or "default"
-    sweep = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir
     commit = git_commit() or "unknown"
-    return {
-        "constructor": str(cfg.reward.name),
-        "reward": str(
-            hc.runtime.choices.get("reward", cfg.reward.name)
-        ),  # the conf file: tells variants apart
-        "setting": setting,
-        "seed": str(cfg.seed),
-        "sweep": str(sweep),
-        "overrides": " ".join(overrides),
-        "experiment": str(cfg.name),
-        "git_commit": commit,
-        "job_key": job_identity(OmegaConf.to_container(cfg, resolve=True), commit),
-    }
+    return build_job_tags(
+        list(hc.overrides.task),
+        not_setting=("seed=", "experiment=", "progress=", "tracking.", "hydra."),  # not compared
+        constructor=cfg.reward.name,
+        reward=hc.runtime.choices.get("reward", cfg.reward.name),  # the conf file: tells variants apart
+        seed=cfg.seed,
+        sweep=hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir,
+        experiment=cfg.name,
+        commit=commit,
+        extra={IDENTITY_TAG: job_identity(OmegaConf.to_container(cfg, resolve=True), commit)},
+    )
 
 
 class _Recorder:
@@ -113,7 +107,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     if not run.tracking.enabled:
         return train(resolved, progress=progress)
 
-    from arenabench.tracking.mlflow import IDENTITY_TAG, Tracker, finished_run, flatten
+    from arenabench.tracking import IDENTITY_TAG, Tracker, finished_run, flatten
 
     tags = job_tags(cfg)
     identity = tags.pop(IDENTITY_TAG)

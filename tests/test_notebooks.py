@@ -15,7 +15,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 @pytest.fixture(scope="module")
 def tiny_store(tmp_path_factory):
     """Two constructors × two seeds, 8 steps each, logged like sweep jobs (same tags)."""
-    from arenabench.tracking.mlflow import Tracker
+    from arenabench.tracking import Tracker
     from arenabench.trainers.local.trainer import train
 
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db"

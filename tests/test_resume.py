@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
-from arenabench.tracking.mlflow import IDENTITY_TAG, Tracker, finished_run, owner_alive, owner_tags
+from arenabench.tracking import IDENTITY_TAG, Tracker, finished_run, owner_alive, owner_tags
 from arenabench.train import job_identity
 from arenabench.trainers.local.trainer import train
 

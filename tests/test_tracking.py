@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from arenabench.tracking.mlflow import DEFAULT_URI, Tracker, flatten, git_commit, lock_for, tracking_uri
+from arenabench.tracking import DEFAULT_URI, Tracker, flatten, git_commit, lock_for, tracking_uri
 
 # MLflow's own SQLAlchemy mappers trigger this on import; not ours to fix
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")

@@ -144,7 +144,7 @@ def test_bad_trainer_algo_names_the_choices():
 def test_snr_of_the_pointwise_arm_falls_as_quality_rises(tmp_path):
     """snr_dynamics, calibrated judge, fixed seed: as true quality climbs into the saturated
     top of the pointwise scale, σ_group/σ_noise falls (the run logs it to MLflow)."""
-    from arenabench.tracking.mlflow import Tracker
+    from arenabench.tracking import Tracker
 
     cfg = compose_cfg("experiment=snr_dynamics", "reward=pointwise", "seed=0", "steps=120")
     uri = f"sqlite:///{tmp_path}/mlflow.db"

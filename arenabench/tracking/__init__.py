@@ -1,6 +1,62 @@
 """Experiment tracking (MLflow). ``import arenabench.tracking`` stays light: mlflow itself is
-imported only when a :class:`Tracker` is opened or a store is read."""
+imported only when a :class:`Tracker` is opened or a store is read.
 
-from arenabench.tracking.mlflow import DEFAULT_URI, Tracker, flatten, git_commit, lock_for, tracking_uri
+Modules, by concern: :mod:`~arenabench.tracking.store` (URI, sqlite file, lock, experiments),
+:mod:`~arenabench.tracking.ownership` (owners of runs, dead runs, finished runs),
+:mod:`~arenabench.tracking.params` (flattening and MLflow's limits),
+:mod:`~arenabench.tracking.tags` (provenance and the job tags both apps use),
+:mod:`~arenabench.tracking.tracker` (:class:`RunLogger`, :class:`Tracker`). Import from here.
+"""
 
-__all__ = ["DEFAULT_URI", "Tracker", "flatten", "git_commit", "lock_for", "tracking_uri"]
+from arenabench.tracking.ownership import fail_dead_runs, finished_run, owner_alive, owner_tags
+from arenabench.tracking.params import (
+    METRICS_PER_BATCH,
+    PARAM_VALUE_LIMIT,
+    PARAMS_TAGS_PER_BATCH,
+    TAG_VALUE_LIMIT,
+    flatten,
+    json_safe,
+    truncate,
+)
+from arenabench.tracking.store import (
+    DEFAULT_URI,
+    artifact_dir,
+    get_or_create_experiment,
+    lock_for,
+    open_client,
+    preimport_store,
+    search_all,
+    sqlite_path,
+    tracking_uri,
+)
+from arenabench.tracking.tags import IDENTITY_TAG, build_job_tags, git_commit
+from arenabench.tracking.tracker import STATUSES, RunLogger, Tracker
+
+__all__ = [
+    "DEFAULT_URI",
+    "IDENTITY_TAG",
+    "METRICS_PER_BATCH",
+    "PARAMS_TAGS_PER_BATCH",
+    "PARAM_VALUE_LIMIT",
+    "STATUSES",
+    "TAG_VALUE_LIMIT",
+    "RunLogger",
+    "Tracker",
+    "artifact_dir",
+    "build_job_tags",
+    "fail_dead_runs",
+    "finished_run",
+    "flatten",
+    "get_or_create_experiment",
+    "git_commit",
+    "json_safe",
+    "lock_for",
+    "open_client",
+    "owner_alive",
+    "owner_tags",
+    "preimport_store",
+    "search_all",
+    "sqlite_path",
+    "tracking_uri",
+    "truncate",
+]

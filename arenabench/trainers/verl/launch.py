@@ -155,27 +155,30 @@ def job_tags(cfg: DictConfig, config_name: str, overrides: Sequence[str]) -> dic
     """The local trainer's run tags (``arenabench/train.py``), so ``arenabench compare`` groups
     verl runs the same way: ``setting`` is the config name plus the overrides that change what is
     computed; ``sweep`` is ``arenabench.sweep`` (default: one sweep per MLflow experiment)."""
-    from arenabench.tracking.mlflow import git_commit
+    from arenabench.tracking import build_job_tags, git_commit
 
     overrides = translate(overrides)
-    setting = " ".join([config_name, *(o for o in overrides if not o.lstrip("+~").startswith(NOT_SETTING))])
-    arena = cfg.arenabench
-    return {
-        "constructor": str(arena.reward.name),
-        "reward": _choice(overrides, "reward@arenabench.reward", str(arena.reward.name)),
-        "judge": _choice(
-            overrides, "judge@arenabench.judge", str(arena.judge.get("preset", arena.judge.kind))
-        ),
-        "loss": str(cfg.actor_rollout_ref.actor.policy_loss.loss_mode),
-        "setting": setting,
-        "seed": str(arena.seed),
-        "sweep": str(arena.get("sweep") or f"verl/{cfg.trainer.project_name}"),
-        "overrides": " ".join(overrides),
-        "experiment": str(cfg.trainer.project_name),
-        "trainer": "verl",
-        "config_name": config_name,
-        "git_commit": git_commit(CONF.parent) or "unknown",
-    }
+    arena, project = cfg.arenabench, cfg.trainer.project_name
+    return build_job_tags(
+        overrides,
+        not_setting=NOT_SETTING,
+        setting_head=[config_name],
+        strip="+~",
+        constructor=arena.reward.name,
+        reward=_choice(overrides, "reward@arenabench.reward", str(arena.reward.name)),
+        seed=arena.seed,
+        sweep=arena.get("sweep") or f"verl/{project}",
+        experiment=project,
+        commit=git_commit(CONF.parent) or "unknown",
+        extra={
+            "judge": _choice(
+                overrides, "judge@arenabench.judge", str(arena.judge.get("preset", arena.judge.kind))
+            ),
+            "loss": cfg.actor_rollout_ref.actor.policy_loss.loss_mode,
+            "trainer": "verl",
+            "config_name": config_name,
+        },
+    )
 
 
 def _choice(overrides: Sequence[str], key: str, default: str) -> str:
@@ -188,15 +191,12 @@ def _choice(overrides: Sequence[str], key: str, default: str) -> str:
 
 def start_mlflow_run(cfg: DictConfig, tags: dict[str, str]) -> tuple[str, str]:
     """Create the run verl will log into (status RUNNING); returns ``(tracking uri, run id)``."""
-    from mlflow.tracking import MlflowClient
-
-    from arenabench.tracking.mlflow import _get_or_create_experiment, _preimport_store, lock_for, tracking_uri
+    from arenabench.tracking import get_or_create_experiment, lock_for, open_client, tracking_uri
 
     uri = tracking_uri(cfg.arenabench.get("tracking_uri"))
-    _preimport_store(uri)
+    client = open_client(uri)
     with lock_for(uri):
-        client = MlflowClient(tracking_uri=uri)
-        exp_id = _get_or_create_experiment(client, str(cfg.trainer.project_name), uri)
+        exp_id = get_or_create_experiment(client, str(cfg.trainer.project_name), uri)
         run = client.create_run(exp_id, run_name=f"{tags['setting']} seed={tags['seed']}", tags=tags)
     return uri, run.info.run_id
 
@@ -204,12 +204,10 @@ def start_mlflow_run(cfg: DictConfig, tags: dict[str, str]) -> tuple[str, str]:
 def end_mlflow_run(uri: str, run_id: str, status: str) -> None:
     """Close the run as ``status``. verl's MLflow logger ends its run FINISHED whatever the exit
     code, so a failed launch overrides that; a finished one only closes a run still RUNNING."""
-    from mlflow.tracking import MlflowClient
+    from arenabench.tracking import lock_for, open_client
 
-    from arenabench.tracking.mlflow import lock_for
-
+    client = open_client(uri)
     with lock_for(uri):
-        client = MlflowClient(tracking_uri=uri)
         if status != "FINISHED" or client.get_run(run_id).info.status == "RUNNING":
             client.set_terminated(run_id, status)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,30 +74,20 @@ def _text_of_prompt(non_tensor: Mapping[str, Any]) -> str | None:
 
 
 class _MlflowSink:
-    """Appends the reward worker's per-step judge accounting to the run verl logs into."""
+    """Appends the reward worker's per-step judge accounting to the run verl logs into; the
+    first failure disables it, since logging must never stop training."""
 
     def __init__(self, run_id: str, uri: str | None):
-        from mlflow.tracking import MlflowClient
+        from arenabench.tracking import RunLogger
 
-        from arenabench.tracking.mlflow import tracking_uri
-
-        self.uri = tracking_uri(uri)
-        self.client = MlflowClient(tracking_uri=self.uri)
-        self.run_id = run_id
+        self.run = RunLogger(run_id, uri, flush_every=1)
         self.broken = False
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         if self.broken:
             return
-        from mlflow.entities import Metric
-
-        from arenabench.tracking.mlflow import lock_for
-
-        ts = int(time.time() * 1000)
-        batch = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items()]
         try:
-            with lock_for(self.uri):
-                self.client.log_batch(self.run_id, metrics=batch)
+            self.run.log_metrics(metrics, step)
         except Exception as exc:  # logging must never stop training
             log.warning("arenabench: MLflow logging from the reward worker failed, disabled: %r", exc)
             self.broken = True

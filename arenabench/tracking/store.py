@@ -1,0 +1,215 @@
+"""The MLflow store: which URI, which sqlite file, the lock every write takes, and experiments.
+
+The default store is MLflow 3's sqlite backend (``sqlite:///results/mlflow.db``). Parallel hydra
+jobs (the joblib launcher runs them in separate processes) share that one database file, and
+SQLite + MLflow do not survive concurrent first use: every process that connects to a fresh
+database runs MLflow's table creation / alembic migrations, and the losers fail with
+``table ... already exists`` / ``duplicate column name``. Every touch of the store therefore
+happens under :func:`lock_for` — an exclusive ``fcntl.flock`` on ``<db path>.lock`` — covering the
+first connect, experiment get-or-create, run creation, each metric flush, artifact logging and
+the end of the run. Writes are serialized; a job holds the lock only for one short transaction.
+
+``mlflow`` is imported inside functions so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+DEFAULT_URI = "sqlite:///results/mlflow.db"
+
+
+def _sqlite_parts(uri: str) -> tuple[str, str, str] | None:
+    """``(scheme, path, query)`` of a file-backed sqlite URI; None for other schemes and for
+    in-memory databases (``sqlite://``, ``sqlite:///:memory:``)."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme.split("+", 1)[0].lower() != "sqlite" or not rest.startswith("/"):
+        return None
+    path, qsep, query = rest[1:].partition("?")
+    if path in ("", ":memory:"):
+        return None
+    return scheme, path, qsep + query
+
+
+def tracking_uri(uri: str | None = None) -> str:
+    """The tracking URI to use: ``uri`` if given, else ``$MLFLOW_TRACKING_URI``, else
+    :data:`DEFAULT_URI`. A sqlite URI with a relative path is made absolute (relative to the
+    current directory, so that every job of a sweep and a later ``arenabench compare`` agree on
+    the file) and the database's parent directory is created."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    parts = _sqlite_parts(uri)
+    if parts is None:
+        return uri
+    scheme, path, query = parts
+    p = Path(path)
+    if not p.is_absolute():
+        p = Path.cwd() / p
+        uri = f"{scheme}:///{p}{query}"  # p starts with "/": sqlite:////abs/path.db
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return uri
+
+
+def sqlite_path(uri: str | None = None) -> Path | None:
+    """The database file behind a sqlite tracking URI (resolved as :func:`tracking_uri` does);
+    None for other stores."""
+    parts = _sqlite_parts(tracking_uri(uri))
+    return None if parts is None else Path(parts[1])
+
+
+class _FileLock:
+    """An exclusive flock on one file, reentrant within a thread and exclusive across threads
+    (flock alone conflicts between open file descriptions, so a nested acquire in the same
+    thread would deadlock)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rlock = threading.RLock()
+        self.depth = 0
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        self.rlock.acquire()
+        try:
+            if self.depth == 0:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self.fd = fd
+            self.depth += 1
+        except BaseException:
+            self.rlock.release()
+            raise
+
+    def release(self) -> None:
+        try:
+            self.depth -= 1
+            if self.depth == 0 and self.fd is not None:
+                fd, self.fd = self.fd, None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                finally:
+                    os.close(fd)
+        finally:
+            self.rlock.release()
+
+
+_LOCKS: dict[str, _FileLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child must not inherit a held lock: drop its copy of the descriptor (closing it
+    # leaves the parent's flock alone; LOCK_UN would release it for the parent too).
+    global _LOCKS_GUARD
+    for lock in _LOCKS.values():
+        if lock.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(lock.fd)
+    _LOCKS.clear()
+    _LOCKS_GUARD = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@contextlib.contextmanager
+def lock_for(uri: str | None = None) -> Iterator[None]:
+    """Hold an exclusive ``fcntl.flock`` on ``<db path>.lock`` while the block runs, for a
+    sqlite store (a no-op for any other scheme: servers and real databases do their own
+    concurrency control). Reentrant in one thread; serializes threads and processes."""
+    db = sqlite_path(uri)
+    if db is None:
+        yield
+        return
+    key = str(db) + ".lock"
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = _FileLock(Path(key))
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def preimport_store(uri: str) -> None:
+    """Import MLflow's SQLAlchemy store (about a second of CPU) before taking the lock, so that
+    parallel jobs serialize only their database work, not their imports."""
+    if sqlite_path(uri) is not None:
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+
+
+def open_client(uri: str | None = None, *, must_exist: bool = False):
+    """An ``MlflowClient`` on the store ``uri`` (resolved by :func:`tracking_uri`), connected
+    under :func:`lock_for` because a first connect may create or migrate the tables.
+    ``must_exist``: a missing sqlite file is a ValueError, so that readers do not create an
+    empty database."""
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri(uri)
+    db = sqlite_path(uri)
+    if must_exist and db is not None and not db.exists():
+        raise ValueError(f"no MLflow database at {db} (tracking URI {uri})")
+    preimport_store(uri)
+    with lock_for(uri):
+        return MlflowClient(tracking_uri=uri)
+
+
+def artifact_dir(db: Path, experiment: str) -> str:
+    """Where a sqlite store keeps an experiment's artifacts: ``<db dir>/mlruns/<name>``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", experiment).strip("._") or "experiment"
+    return (db.parent / "mlruns" / slug).as_uri()
+
+
+def get_or_create_experiment(client, name: str, uri: str) -> str:
+    """Experiment id by name, created if missing (call under :func:`lock_for`). For a sqlite
+    store new experiments keep their artifacts next to the database (:func:`artifact_dir`)
+    rather than in ``./mlruns`` of whatever directory the job started in."""
+    from mlflow.exceptions import MlflowException
+
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        db = sqlite_path(uri)
+        location = artifact_dir(db, name) if db is not None else None
+        try:
+            return client.create_experiment(name, artifact_location=location)
+        except MlflowException:  # created meanwhile by a job on a store lock_for cannot guard
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage != "active":
+        raise ValueError(
+            f"MLflow experiment {name!r} is deleted; restore it (`mlflow experiments restore "
+            f"--experiment-id {exp.experiment_id}`) or use another name"
+        )
+    return exp.experiment_id
+
+
+def search_all(client, experiment_id: str, filter_string: str = "") -> list:
+    """Every active run of an experiment matching ``filter_string``, all pages of
+    ``search_runs`` (one page holds at most 1000)."""
+    from mlflow.entities import ViewType
+
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [experiment_id],
+            filter_string,
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=1000,
+            page_token=token,
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs

@@ -1,0 +1,268 @@
+"""Writing to MLflow runs: :class:`RunLogger` logs into an existing run by id; :class:`Tracker`
+opens a run, owns it and ends it.
+
+Both write through ``MlflowClient`` (no global fluent state, so several can coexist in one
+process and each may point at its own store), every write under
+:func:`~arenabench.tracking.store.lock_for`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from arenabench.tracking.ownership import fail_dead_runs, owner_tags
+from arenabench.tracking.params import (
+    METRICS_PER_BATCH,
+    PARAMS_TAGS_PER_BATCH,
+    TAG_VALUE_LIMIT,
+    flatten,
+    json_safe,
+    truncate,
+)
+from arenabench.tracking.store import get_or_create_experiment, lock_for, open_client, tracking_uri
+from arenabench.tracking.tags import IDENTITY_TAG
+
+STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+class RunLogger:
+    """Logs into one existing MLflow run, by id — e.g. a Ray worker writing into the run its
+    launcher opened (verl's reward worker) — without owning it: it never ends the run.
+
+    Metrics are buffered and written with ``log_batch`` every ``flush_every`` :meth:`log_metrics`
+    calls (and by :meth:`flush`).
+
+    Attributes:
+        skipped: how many metric values were dropped because they were not finite (NaN/±inf):
+            they would poison means over seeds and MLflow's charts, so they are counted here
+            rather than logged.
+    """
+
+    def __init__(self, run_id: str, uri: str | None = None, flush_every: int = 50, *, client=None):
+        self.uri = tracking_uri(uri)
+        self.client = client if client is not None else open_client(self.uri)
+        self.flush_every = max(1, int(flush_every))
+        self.skipped = 0
+        self._run_id = run_id
+        self._pending: list = []  # mlflow.entities.Metric
+        self._calls = 0
+        self._finished = False
+        self._status: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise RuntimeError(f"MLflow run {self._run_id} has already ended ({self._status})")
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Buffer ``metrics`` at ``step``; non-finite values are skipped (counted in
+        :attr:`skipped`)."""
+        from mlflow.entities import Metric
+
+        self._check_open()
+        ts = int(time.time() * 1000)
+        for k, v in metrics.items():
+            value = float(v)
+            if not math.isfinite(value):
+                self.skipped += 1
+                continue
+            self._pending.append(Metric(str(k), value, ts, int(step)))
+        self._calls += 1
+        if self._calls % self.flush_every == 0:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered metrics now, at most 1000 per ``log_batch`` call (MLflow's limit)."""
+        while self._pending:
+            chunk = self._pending[:METRICS_PER_BATCH]
+            with lock_for(self.uri):
+                self.client.log_batch(self._run_id, metrics=chunk)
+            del self._pending[: len(chunk)]  # only once written: a retry re-sends the rest
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log params (values ``str()``-ed and truncated to MLflow's limit; nested mappings are
+        flattened with :func:`~arenabench.tracking.params.flatten`)."""
+        from mlflow.entities import Param
+
+        self._check_open()
+        items = [Param(k, v) for k, v in flatten(params).items()]
+        for i in range(0, len(items), PARAMS_TAGS_PER_BATCH):
+            with lock_for(self.uri):
+                self.client.log_batch(self._run_id, params=items[i : i + PARAMS_TAGS_PER_BATCH])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        self._check_open()
+        items = [RunTag(str(k), truncate(str(v), TAG_VALUE_LIMIT)) for k, v in tags.items()]
+        for i in range(0, len(items), PARAMS_TAGS_PER_BATCH):
+            with lock_for(self.uri):
+                self.client.log_batch(self._run_id, tags=items[i : i + PARAMS_TAGS_PER_BATCH])
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        with lock_for(self.uri):
+            self.client.log_text(self._run_id, text, artifact_file)
+
+    def log_dict(self, d: Mapping[str, Any], artifact_file: str) -> None:
+        """``d`` as YAML (``.yaml``/``.yml``) or JSON (any other suffix); numpy values become
+        plain numbers."""
+        with lock_for(self.uri):
+            self.client.log_dict(self._run_id, json_safe(d), artifact_file)
+
+    def log_figure(self, fig, artifact_file: str) -> None:
+        with lock_for(self.uri):
+            self.client.log_figure(self._run_id, fig, artifact_file)
+
+    def log_artifact(self, local_path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        with lock_for(self.uri):
+            self.client.log_artifact(self._run_id, str(local_path), artifact_path)
+
+    def __repr__(self) -> str:
+        return f"RunLogger(run_id={self._run_id!r}, uri={self.uri!r})"
+
+
+class Tracker(RunLogger):
+    """One MLflow run that this process opens and ends: a :class:`RunLogger` that also owns
+    its run.
+
+    ``with Tracker("table2", run_name=..., params=flatten(cfg), tags={...}) as t:
+    t.log_metrics({"snr": 1.3}, step=0)``. Buffered metrics are also written when the run ends.
+    A block that raises — KeyboardInterrupt and SystemExit included — flushes what was logged,
+    ends the run as ``FAILED`` and lets the exception propagate. While the run is open (and the
+    tracker was created in the main thread) SIGTERM raises SystemExit, so a killed job closes as
+    FAILED too; the previous handler is restored when the run ends.
+
+    With ``identity`` (tag ``job_key``) the tracker first marks FAILED the RUNNING runs of the
+    same identity whose owner process died (a SIGKILLed job: see
+    :mod:`arenabench.tracking.ownership`); their ids are in :attr:`stale_failed`. Every run
+    carries owner tags (host, pid, process start time).
+
+    Attributes:
+        skipped: non-finite metric values dropped (see :class:`RunLogger`).
+        stale_failed: run ids of dead owners' runs this tracker closed as FAILED.
+    """
+
+    def __init__(
+        self,
+        experiment: str,
+        run_name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, Any] | None = None,
+        uri: str | None = None,
+        flush_every: int = 50,
+        identity: str | None = None,
+    ):
+        uri = tracking_uri(uri)
+        flush_every = max(1, int(flush_every))  # a bad value fails before a run exists
+        self.experiment = experiment
+        self._prev_sigterm: Any = None
+        self._sigterm_installed = False
+        self.stale_failed: list[str] = []
+        all_tags = {**(tags or {}), **owner_tags(), **({IDENTITY_TAG: identity} if identity else {})}
+        run_tags = {str(k): truncate(str(v), TAG_VALUE_LIMIT) for k, v in all_tags.items()}
+        client = open_client(uri)  # first connect may create the tables: under the lock
+        with lock_for(uri):
+            self.experiment_id = get_or_create_experiment(client, experiment, uri)
+            if identity:
+                self.stale_failed = fail_dead_runs(
+                    client, self.experiment_id, identity, by=f" (found by pid {os.getpid()})"
+                )
+            run = client.create_run(self.experiment_id, run_name=run_name, tags=run_tags)
+        super().__init__(run.info.run_id, uri, flush_every, client=client)
+        try:
+            if params:
+                self.log_params(params)
+        except BaseException:
+            self._end("FAILED")
+            raise
+        self._install_sigterm()
+
+    # -- context manager
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.finish("FINISHED")
+        else:
+            try:
+                self.finish("FAILED")
+            except Exception as close_exc:  # keep the job's own exception the one that propagates
+                exc.add_note(f"(arenabench: closing the MLflow run also failed: {close_exc!r})")
+        return False
+
+    @property
+    def status(self) -> str | None:
+        """The status the run was ended with; None while it is open."""
+        return self._status
+
+    # -- ending
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """Flush and end the run with ``status`` (FINISHED, FAILED or KILLED). Idempotent: later
+        calls do nothing. If the final flush fails the run ends FAILED and the error is raised."""
+        status = status.upper()
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+        if self._finished:
+            return
+        try:
+            self.flush()
+        except BaseException:
+            self._end("FAILED")
+            raise
+        self._end(status)
+
+    def _end(self, status: str) -> None:
+        self._finished = True
+        self._status = status
+        try:
+            with lock_for(self.uri):
+                self.client.set_terminated(self._run_id, status)
+        finally:
+            self._restore_sigterm()
+
+    # -- SIGTERM → SystemExit while the run is open
+
+    def _on_sigterm(self, signum, frame):
+        if self._finished:  # still installed because a later tracker stacked on it: delegate
+            prev = self._prev_sigterm
+            if callable(prev):
+                return prev(signum, frame)
+            if prev == signal.SIG_IGN:
+                return None
+        raise SystemExit(128 + signum)
+
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            self._prev_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):  # e.g. an embedded interpreter without signal support
+            return
+        self._sigterm_installed = True
+
+    def _restore_sigterm(self) -> None:
+        if not self._sigterm_installed:
+            return
+        self._sigterm_installed = False
+        if threading.current_thread() is not threading.main_thread():
+            return
+        # Restore only if ours is still the active handler (another tracker may have stacked
+        # its own on top; it restores ours-or-older when it ends).
+        if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            prev = self._prev_sigterm
+            signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
+
+    def __repr__(self) -> str:
+        return f"Tracker(experiment={self.experiment!r}, run_id={self._run_id!r}, uri={self.uri!r})"
