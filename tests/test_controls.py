@@ -131,7 +131,7 @@ def test_new_metrics_are_logged_every_step_and_the_oracle_arm_is_aligned(tmp_pat
     from mlflow.tracking import MlflowClient
     from test_train import compose_cfg
 
-    from arenabench.tracking.mlflow import Tracker
+    from arenabench.tracking import Tracker
     from arenabench.trainers.local.trainer import STEP_METRICS, train
 
     assert set(EXTRA_STEP_METRICS) <= set(STEP_METRICS)

@@ -71,7 +71,7 @@ def fake_curve(arm: str, seed: int) -> np.ndarray:
 
 
 def log_run(uri, experiment, arm, seed, curve, sweep="s1"):
-    from arenabench.tracking.mlflow import Tracker
+    from arenabench.tracking import Tracker
 
     tags = {"constructor": arm, "setting": f"reward={arm}", "seed": str(seed), "sweep": sweep}
     with Tracker(experiment, run_name=f"{arm} seed={seed}", tags=tags, uri=uri) as tr:
