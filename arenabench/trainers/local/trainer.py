@@ -27,6 +27,7 @@ from arenabench.engine import Engine
 from arenabench.judges.cache import CachedJudge, JudgmentCache
 from arenabench.judges.faults import FaultyJudge
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
+from arenabench.trainers.local.sft import init_policy
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.losses import get_policy_loss
 from arenabench.types import Group, Trajectory
@@ -224,6 +225,7 @@ def train(
     policy = TinyLM(
         task.vocab, task.prompt_len + task.response_len, tc["d_model"], tc["n_layer"], tc["n_head"]
     )
+    policy = init_policy(policy, task, cfg.get("init"))  # conf/init: random (as built) or the SFT checkpoint
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
     _bind_reference(constructor, PolicyReference(ref, task, T, seed))
     opt = torch.optim.AdamW(policy.parameters(), lr=float(tc["lr"]), weight_decay=0.0)
