@@ -145,6 +145,7 @@ def calibrate(
                 "teacher_entropy": float(payload["teacher_entropy"]),
                 "sft_kl": float(payload["kl"]),
                 "sft_wall_s": float(payload["wall_s"]),
+                "sft_cpu_s": float(payload.get("cpu_s", math.nan)),
                 "built": built,
                 "key": path.stem,
             }
@@ -157,7 +158,7 @@ def calibrate(
 def format_table(result: Mapping[str, Any]) -> str:
     head = (
         "| τ | σ_group | σ_noise | SNR | quality (T) | greedy quality | teacher quality "
-        "| teacher mode = best | SFT loss end / floor | KL(teacher‖SFT) | SFT s |"
+        "| teacher mode = best | SFT loss end / floor | KL(teacher‖SFT) | SFT CPU s |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in result["rows"]:
@@ -173,7 +174,7 @@ def format_table(result: Mapping[str, Any]) -> str:
             f"| {r['tau']:g}{mark} | {r['sigma_group']:.4f} | {r['sigma_noise']:.4f} | {r['snr']:.2f} "
             f"| {r['quality_mean']:.3f} | {r['greedy_quality']:.3f} | {r['teacher_quality']:.3f} "
             f"| {r['teacher_mode_is_best']:.2f} | {r['sft_loss_end']:.3f} / {r['teacher_entropy']:.3f} "
-            f"| {r['sft_kl']:.4f} | {r['sft_wall_s']:.1f}{built} |"
+            f"| {r['sft_kl']:.4f} | {r['sft_cpu_s']:.1f}{built} |"
         )
     c = result["chosen"]
     if c is not None:
@@ -181,6 +182,28 @@ def format_table(result: Mapping[str, Any]) -> str:
         lines.append(
             f"chosen τ = {c['tau']:g}: σ_group {c['sigma_group']:.4f} (target {result['target']:g}), "
             f"σ_noise {c['sigma_noise']:.4f}, SNR {c['snr']:.2f}"
+        )
+    return "\n".join(lines)
+
+
+def convergence(
+    task_cfg: Mapping[str, Any], init_cfg: Mapping[str, Any], trainer_cfg: Mapping[str, Any], steps, root=None
+) -> str:
+    """SFT loss curve end, its floor (teacher entropy) and KL(teacher‖SFT) per SFT ``steps``
+    (the init file's τ, lr, batch): how ``steps`` is chosen, by the SFT loss alone."""
+    task = build_task(task_cfg)
+    base = InitConfig.of({**dict(init_cfg), "kind": "sft"})
+    lines = [
+        "| SFT steps | loss (last 4 × 25-step means) | floor | KL(teacher‖SFT) nats/token | CPU s |",
+        "|---|---|---|---|---|",
+    ]
+    for n in steps:
+        icfg = dataclasses.replace(base, steps=int(n))
+        payload, _, built = load_or_build(task, model_dims(build_model(task, trainer_cfg)), icfg, root)
+        tail = ", ".join(f"{x:.3f}" for x in payload["loss"][-4:])
+        lines.append(
+            f"| {n} | {tail} | {payload['teacher_entropy']:.3f} | {payload['kl']:.4f} "
+            f"| {payload.get('cpu_s', math.nan):.1f}{'' if built else ' (cached)'} |"
         )
     return "\n".join(lines)
 
@@ -197,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override an init key")
     p.add_argument("--task-set", action="append", default=[], metavar="KEY=VALUE", help="override a task key")
+    p.add_argument(
+        "--convergence", metavar="STEPS", help="instead: SFT loss/KL per comma-separated SFT steps (init's τ)"
+    )
     args = p.parse_args(argv)
     train_cfg = yaml.safe_load((CONF / "train.yaml").read_text())
     init_cfg = _yaml("init", args.init)
@@ -207,6 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kv in args.task_set:
         k, _, v = kv.partition("=")
         task_cfg[k] = yaml.safe_load(v)
+    if args.convergence:
+        steps = [int(x) for x in args.convergence.split(",") if x.strip()]
+        print(f"task={args.task} init={args.init}: {InitConfig.of({**init_cfg, 'kind': 'sft'})}")
+        print(convergence(task_cfg, init_cfg, _yaml("trainer", args.trainer), steps))
+        return 0
     result = calibrate(
         task_cfg,
         init_cfg,
