@@ -2,6 +2,9 @@
 of its config, init=random changes nothing, and the calibration's step-0 statistics reproduce."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -248,3 +251,24 @@ def test_trainer_starts_from_the_sft_checkpoint(sft_cache, monkeypatch):
     )
     assert m["kl"] == 0.0  # old_logp == ref_logp at step 0: the reference is the initialized policy
     assert m["sigma_group"] == pytest.approx(CALIBRATED["sigma_group"], rel=0.5)  # one batch
+
+
+def test_parallel_builds_of_one_checkpoint_do_not_corrupt_it(tmp_path):
+    """Two processes that need the same checkpoint at once (a parallel sweep) both succeed, and the
+    file left behind loads and equals a build of its own."""
+    code = (
+        "import dataclasses, sys; from arenabench.trainers.local.task import TASKS; "
+        "from arenabench.trainers.local.sft import InitConfig, init_policy; "
+        "from arenabench.trainers.local.policy import TinyLM; t = TASKS.get('preference'); "
+        "init_policy(TinyLM(t.vocab, t.prompt_len + t.response_len, 32, 2, 4), t, "
+        f"InitConfig(**{dataclasses.asdict(TINY)!r}))"
+    )
+    env = {**os.environ, "ARENABENCH_CACHE": str(tmp_path / "shared")}
+    env["PYTHONPATH"] = str(CONF.parent) + ":" + env.get("PYTHONPATH", "")
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    (ckpt,) = (tmp_path / "shared" / "sft").iterdir()  # one file, no temp file left
+    task = _task()
+    ref, _, _ = load_or_build(task, model_dims(_model(task)), TINY, tmp_path / "own")
+    got = torch.load(ckpt, weights_only=True)["state_dict"]
+    assert all(torch.equal(v, got[k]) for k, v in ref["state_dict"].items())
