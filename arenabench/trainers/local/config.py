@@ -6,8 +6,8 @@ takes the resolved mapping hydra produces (tests and benchmarks pass plain dicts
 with :meth:`RunConfig.from_mapping`, so a mistyped or moved key fails before any step runs instead
 of being ignored.
 
-``reward``, ``judge`` and ``task`` stay mappings: their builders (the reward and judge registries,
-``TASKS``) own and validate their parameters.
+``reward``, ``judge``, ``task`` and ``init`` stay mappings: their builders (the reward and judge
+registries, ``TASKS``, ``sft.InitConfig``) own and validate their parameters.
 """
 
 from __future__ import annotations
@@ -89,6 +89,8 @@ class RunConfig:
         }
     )
     task: dict[str, Any] = field(default_factory=lambda: {"name": "preference"})
+    # conf/init: the policy RL starts from; validated by trainers/local/sft.py's InitConfig
+    init: dict[str, Any] = field(default_factory=lambda: {"kind": "random"})
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | RunConfig) -> RunConfig:

@@ -2,7 +2,9 @@
 and to the evaluator, never to the policy.
 
 A prompt p is a few tokens; a response is ``response_len`` tokens. Each token v has a hidden
-value ``g[v] + h[p, v]`` (shared + prompt-specific, both N(0, 1)/√2), and the quality of a
+value ``(w·g[v] + h[p, v]) / √(1 + w²)`` (shared + prompt-specific, g, h ~ N(0, 1), so every value
+is N(0, 1); ``w = shared_weight``, default 1; 0 makes the values purely prompt-specific, so no
+prompt-blind policy does well: ``conf/task/hard.yaml``), and the quality of a
 response is ``base + scale · mean_t value[p, y_t]``. A random policy sits near ``base``; a policy
 that learns the good tokens climbs towards ``base + scale·max_v value`` ≈ 3.5 — into the
 saturated region of the simulated pointwise judge, where discriminative collapse happens.
@@ -33,6 +35,7 @@ class PreferenceTask:
     base: float = 0.5
     scale: float = 1.5
     seed: int = 0
+    shared_weight: float = 1.0
     values: np.ndarray = field(init=False, repr=False)
     prompts: np.ndarray = field(init=False, repr=False)
 
@@ -45,7 +48,8 @@ class PreferenceTask:
         rng = np.random.default_rng([self.seed, 7])
         shared = rng.standard_normal(self.vocab)
         own = rng.standard_normal((self.n_prompts, self.vocab))
-        self.values = (shared[None, :] + own) / np.sqrt(2.0)
+        w = float(self.shared_weight)
+        self.values = (w * shared[None, :] + own) / np.sqrt(1.0 + w * w)
         self.prompts = rng.integers(0, self.vocab, size=(self.n_prompts, self.prompt_len))
 
     def quality(self, prompt_ids: np.ndarray, responses: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from arenabench.judges.cache import CachedJudge, JudgmentCache
 from arenabench.judges.faults import FaultyJudge
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
+from arenabench.trainers.local.sft import init_policy
 from arenabench.trainers.local.step_metrics import (
     EXTRA_STEP_METRICS,
     sampled_eval,
@@ -235,6 +236,7 @@ def train(
     T = tc.temperature
 
     policy = TinyLM(task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head)
+    policy = init_policy(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
     _bind_reference(constructor, PolicyReference(ref, task, T, seed))
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
