@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arenabench.judges.accounting import WrapperStats
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, Trajectory
 
 KEY_VERSION = 1
@@ -257,7 +258,7 @@ def _decode_point(d: Mapping[str, Any]) -> float:
     return float(d["score"])
 
 
-class CachedJudge:
+class CachedJudge(WrapperStats):
     """A judge that answers from ``cache`` and sends only misses to ``inner``.
 
     Each :meth:`judge_pairs` (:meth:`score_points`) call makes at most ONE inner call of the
@@ -265,7 +266,9 @@ class CachedJudge:
     once). Successful replies are stored; failures and non-finite scores are returned but not
     stored. Pointwise keys carry ``order="point"`` and an empty second side, so they never
     collide with a pairwise key. ``hits`` / ``misses`` count distinct keys per call (this
-    judge's own, even when several judges share one :class:`JudgmentCache`).
+    judge's own, even when several judges share one :class:`JudgmentCache`); ``stats`` is the
+    inner judge's with ``cache_hits`` / ``cache_misses`` set from them
+    (:mod:`arenabench.judges.accounting`); :meth:`report` adds the file's own numbers.
     """
 
     def __init__(
@@ -354,7 +357,11 @@ class CachedJudge:
             self.cache.put_many(store)
         return [replies[k] for k in keys]
 
-    def stats(self) -> dict[str, Any]:
+    def own_stats(self) -> dict[str, Any]:
+        return {"cache_hits": self.hits, "cache_misses": self.misses}
+
+    def report(self) -> dict[str, Any]:
+        """The cache file's numbers plus this judge's inner calls and hits/misses."""
         return {
             **self.cache.stats(),
             "inner_calls": self.inner_calls,

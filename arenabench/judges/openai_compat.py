@@ -31,16 +31,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from arenabench.judges.accounting import JudgeAccounting, request_seed
 from arenabench.judges.parsing import parse_verdict, verdict_label_probability
-from arenabench.judges.prompts import load_rubric, pair_prompt
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, content_hash
+from arenabench.judges.prompts import load_rubric, request_messages
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
 _RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
 _MAX_REASON = 160
@@ -53,56 +53,6 @@ def _normalize_base_url(url: str) -> str:
     if url.endswith("/v1"):
         url = url[: -len("/v1")]
     return url
-
-
-def request_seed(sample: int, attempt: int) -> int:
-    """The sampling seed sent for a request: stable, and different per (sample, attempt)."""
-    return content_hash(f"openai-judge:{int(sample)}:{int(attempt)}") % (2**31 - 1)
-
-
-def percentiles(xs: Sequence[float]) -> dict[str, float]:
-    """p50/p90/p99 with linear interpolation between closest ranks (numpy's default); NaN if empty."""
-    xs = sorted(xs)
-    out = {}
-    for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
-        if not xs:
-            out[name] = math.nan
-            continue
-        pos = (len(xs) - 1) * q / 100.0
-        lo = int(math.floor(pos))
-        hi = min(lo + 1, len(xs) - 1)
-        out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-    return out
-
-
-class JudgeAccounting:
-    """``stats`` and latency samples shared by the LLM backends (the keys the trainer reads).
-
-    ``requests``: pair requests received; ``calls``: backend calls made; ``retries``: transport
-    retries; ``failures``: final failures by reason prefix (the text before the first ``:``);
-    ``prompt_tokens`` / ``completion_tokens``: summed from what the backend reports.
-    """
-
-    def reset_stats(self) -> None:
-        """Zero ``stats`` and the latency record."""
-        self.stats: dict[str, Any] = {
-            "requests": 0,
-            "calls": 0,
-            "retries": 0,
-            "failures": {},
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-        }
-        self._latencies: list[float] = []
-
-    def latency_percentiles(self) -> dict[str, float]:
-        """p50/p90/p99 of per-call latency in seconds (NaN before any call)."""
-        return percentiles(self._latencies)
-
-    def _count_failure(self, failure: JudgeFailure) -> None:
-        prefix = failure.reason.split(":", 1)[0].strip() or "failure"
-        fails = self.stats["failures"]
-        fails[prefix] = fails.get(prefix, 0) + 1
 
 
 class _Retryable(Exception):
@@ -213,22 +163,9 @@ class OpenAIJudge(JudgeAccounting):
         return text[:_MAX_REASON]
 
     def _body(self, req: PairRequest) -> dict[str, Any] | JudgeFailure:
-        reference = None
-        if self.rubric.uses_reference:
-            reference = (req.a.meta or {}).get("reference")
-            if reference is None:
-                return JudgeFailure(
-                    f"missing reference: rubric {self.rubric.name!r} needs a reference answer in "
-                    "trajectory meta['reference']"
-                )
-        messages = pair_prompt(
-            self.rubric,
-            req.prompt,
-            req.a,
-            req.b,
-            reference=reference,
-            mask_tool_outputs=self.mask_tool_outputs,
-        )
+        messages = request_messages(self.rubric, req, self.mask_tool_outputs)
+        if isinstance(messages, JudgeFailure):
+            return messages
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -349,4 +286,4 @@ def _reply_prob_a(choice: dict) -> float | None:
     return verdict_label_probability(tokens, tops)
 
 
-__all__ = ["JudgeAccounting", "OpenAIJudge", "percentiles", "request_seed"]
+__all__ = ["OpenAIJudge"]

@@ -31,18 +31,17 @@ when the engine is first used.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from arenabench.judges.openai_compat import JudgeAccounting, request_seed
+from arenabench.judges.accounting import JudgeAccounting, request_seed
 from arenabench.judges.parsing import _WINNER_SCORES, parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import (
     LABELS,
     VERDICT_JSON_SCHEMA,
     consistent_verdict_regex,
     load_rubric,
-    pair_prompt,
+    request_messages,
 )
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
@@ -128,19 +127,9 @@ class VLLMJudge(JudgeAccounting):
         )
 
     def _prompt(self, req: PairRequest, tokenizer) -> str | JudgeFailure:
-        reference = None
-        if self.rubric.uses_reference:
-            reference = (req.a.meta or {}).get("reference")
-            if reference is None:
-                return JudgeFailure(f"missing reference: rubric {self.rubric.name!r} needs meta['reference']")
-        messages = pair_prompt(
-            self.rubric,
-            req.prompt,
-            req.a,
-            req.b,
-            reference=reference,
-            mask_tool_outputs=self.mask_tool_outputs,
-        )
+        messages = request_messages(self.rubric, req, self.mask_tool_outputs)
+        if isinstance(messages, JudgeFailure):
+            return messages
         if self.structured == "choice":  # the constrained reply is a bare label, so ask for one
             messages[-1]["content"] += "\nAnswer with only the label: " + " or ".join(self.choices) + "."
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -169,10 +158,7 @@ class VLLMJudge(JudgeAccounting):
             params.append(self.sampling_params(req))
             where.append(k)
         if prompts:
-            self.stats["calls"] += 1
-            t0 = time.perf_counter()
-            outputs = llm.generate(prompts, params, use_tqdm=False)
-            self._latencies.append(time.perf_counter() - t0)
+            outputs = self._timed_call(llm.generate, prompts, params, use_tqdm=False)
             for k, res in zip(where, outputs, strict=True):
                 out[k] = self._read(res)
         return out  # type: ignore[return-value]
