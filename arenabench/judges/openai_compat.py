@@ -37,9 +37,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from arenabench.judges.accounting import JudgeAccounting, request_seed
+from arenabench.judges.accounting import request_seed
+from arenabench.judges.llm import LLMJudge
 from arenabench.judges.parsing import parse_verdict, verdict_label_probability
-from arenabench.judges.prompts import load_rubric, request_messages
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
 _RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
@@ -63,7 +63,7 @@ class _Retryable(Exception):
         self.reason = reason
 
 
-class OpenAIJudge(JudgeAccounting):
+class OpenAIJudge(LLMJudge):
     """Pairwise judge over OpenAI-compatible chat-completions servers (see the module doc)."""
 
     def __init__(
@@ -95,29 +95,25 @@ class OpenAIJudge(JudgeAccounting):
             raise ValueError(f"backoff_s must be >= 0; got {backoff_s}")
         self.base_urls = [_normalize_base_url(u) for u in urls]
         self.endpoints = [u + "/v1/chat/completions" for u in self.base_urls]
-        self.model = model
-        self.rubric_name = rubric
-        self.rubric = load_rubric(rubric)  # fail early on an unknown rubric
+        if top_logprobs < 0:
+            raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
+        super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.api_key_env = api_key_env
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
         self.backoff_s = float(backoff_s)
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
         self.extra_body = dict(extra_body or {})
-        self.mask_tool_outputs = mask_tool_outputs
-        if top_logprobs < 0:
-            raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
-        self.top_logprobs = int(top_logprobs)
         self._next_url = 0
         self._lock = threading.Lock()
-        self.reset_stats()
 
     def __repr__(self) -> str:
-        return (
-            f"OpenAIJudge(base_urls={self.base_urls!r}, model={self.model!r}, rubric={self.rubric_name!r}, "
-            f"api_key_env={self.api_key_env!r}, max_concurrency={self.max_concurrency})"
+        return self._repr(
+            base_urls=self.base_urls,
+            model=self.model,
+            rubric=self.rubric_name,
+            api_key_env=self.api_key_env,
+            max_concurrency=self.max_concurrency,
         )
 
     # -- public --------------------------------------------------------------------------
@@ -163,7 +159,7 @@ class OpenAIJudge(JudgeAccounting):
         return text[:_MAX_REASON]
 
     def _body(self, req: PairRequest) -> dict[str, Any] | JudgeFailure:
-        messages = request_messages(self.rubric, req, self.mask_tool_outputs)
+        messages = self._messages(req)
         if isinstance(messages, JudgeFailure):
             return messages
         body: dict[str, Any] = {

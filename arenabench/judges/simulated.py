@@ -174,11 +174,15 @@ class SimulatedJudge(JudgeAccounting):
             return np.zeros(len(lengths))
         return self.config.length_bias * np.log(np.maximum(lengths, 1) / LENGTH_REF)
 
-    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+    def _answer(self, fn, requests):
+        """One counted, timed "call" per non-empty batch, as an LLM backend counts a generate."""
         if not requests:
             return []
         self.stats["requests"] += len(requests)
-        return self._timed_call(self._judge_pairs, requests)
+        return self._timed_call(fn, requests)
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        return self._answer(self._judge_pairs, requests)
 
     def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
         cfg = self.config
@@ -208,10 +212,7 @@ class SimulatedJudge(JudgeAccounting):
         return [PairJudgment(float(a), float(b), float(p)) for a, b, p in zip(sa, sb, pa, strict=True)]
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        if not requests:
-            return []
-        self.stats["requests"] += len(requests)
-        return self._timed_call(self._score_points, requests)
+        return self._answer(self._score_points, requests)
 
     def _score_points(self, requests: Sequence[PointRequest]) -> list[float]:
         cfg = self.config

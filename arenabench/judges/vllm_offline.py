@@ -34,21 +34,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from arenabench.judges.accounting import JudgeAccounting, request_seed
+from arenabench.judges.accounting import request_seed
+from arenabench.judges.llm import LLMJudge
 from arenabench.judges.parsing import _WINNER_SCORES, parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import (
     LABELS,
     VERDICT_JSON_SCHEMA,
     consistent_verdict_regex,
-    load_rubric,
-    request_messages,
 )
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
 STRUCTURED_MODES = ("regex", "choice", "json", None)
 
 
-class VLLMJudge(JudgeAccounting):
+class VLLMJudge(LLMJudge):
     """Pairwise judge over an offline ``vllm.LLM`` (see the module doc)."""
 
     def __init__(
@@ -74,22 +73,15 @@ class VLLMJudge(JudgeAccounting):
             raise ValueError(f"choices must be a non-empty subset of {list(LABELS)}; got {list(choices)}")
         if reasoning_chars < 0 or max_tokens < 1 or top_logprobs < 0:
             raise ValueError("reasoning_chars and top_logprobs must be >= 0 and max_tokens >= 1")
-        self.model = model
-        self.rubric_name = rubric
-        self.rubric = load_rubric(rubric)
+        super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.structured = structured
         self.choices = list(choices)
         self.reasoning_chars = int(reasoning_chars)
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
-        self.top_logprobs = int(top_logprobs)
-        self.mask_tool_outputs = mask_tool_outputs
         self.engine_kwargs = dict(engine_kwargs or {})
         self._llm = llm
-        self.reset_stats()
 
     def __repr__(self) -> str:
-        return f"VLLMJudge(model={self.model!r}, rubric={self.rubric_name!r}, structured={self.structured!r})"
+        return self._repr(model=self.model, rubric=self.rubric_name, structured=self.structured)
 
     def _fail(self, reason: str) -> JudgeFailure:
         failure = JudgeFailure(reason)
@@ -127,7 +119,7 @@ class VLLMJudge(JudgeAccounting):
         )
 
     def _prompt(self, req: PairRequest, tokenizer) -> str | JudgeFailure:
-        messages = request_messages(self.rubric, req, self.mask_tool_outputs)
+        messages = self._messages(req)
         if isinstance(messages, JudgeFailure):
             return messages
         if self.structured == "choice":  # the constrained reply is a bare label, so ask for one
