@@ -294,31 +294,24 @@ class CachedJudge(WrapperStats):
     def __repr__(self) -> str:
         return f"CachedJudge({self.inner!r}, model={self.model!r}, rubric={self.rubric!r})"
 
-    def key(self, r: PairRequest) -> str:
+    def _key(self, prompt: str, a_text: str, b_text: str, order: str, sample: int) -> str:
         return judgment_key(
             self.model,
             self.rubric,
-            r.prompt,
-            trajectory_content(r.a),
-            trajectory_content(r.b),
-            order="ab",
-            sample=r.sample,
+            prompt,
+            a_text,
+            b_text,
+            order=order,
+            sample=sample,
             sampling_params=self.sampling_params,
             extra=self.key_extra,
         )
 
+    def key(self, r: PairRequest) -> str:
+        return self._key(r.prompt, trajectory_content(r.a), trajectory_content(r.b), "ab", r.sample)
+
     def point_key(self, r: PointRequest) -> str:
-        return judgment_key(
-            self.model,
-            self.rubric,
-            r.prompt,
-            trajectory_content(r.traj),
-            "",
-            order="point",
-            sample=r.sample,
-            sampling_params=self.sampling_params,
-            extra=self.key_extra,
-        )
+        return self._key(r.prompt, trajectory_content(r.traj), "", "point", r.sample)
 
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
         return self._answer(list(requests), self.key, "judge_pairs", _encode, _decode)
