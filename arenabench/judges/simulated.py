@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
+from arenabench.judges.accounting import JudgeAccounting
 from arenabench.registry import unknown_message
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, content_hash
 
@@ -154,12 +155,16 @@ def true_quality(traj) -> float:
         ) from None
 
 
-class SimulatedJudge:
-    """Both a pairwise and a pointwise judge over hidden qualities (see module docstring)."""
+class SimulatedJudge(JudgeAccounting):
+    """Both a pairwise and a pointwise judge over hidden qualities (see module docstring).
+
+    ``stats`` counts like an LLM judge's (one ``call`` per non-empty batch, no tokens), so a
+    stack over a simulated judge reads the same counters."""
 
     def __init__(self, preset: str = "calibrated", **overrides):
         self.preset = preset
         self.config = preset_config(preset, **overrides)
+        self.reset_stats()
 
     def __repr__(self) -> str:
         return f"SimulatedJudge(preset={self.preset!r}, {asdict(self.config)})"
@@ -169,9 +174,17 @@ class SimulatedJudge:
             return np.zeros(len(lengths))
         return self.config.length_bias * np.log(np.maximum(lengths, 1) / LENGTH_REF)
 
-    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+    def _answer(self, fn, requests):
+        """One counted, timed "call" per non-empty batch, as an LLM backend counts a generate."""
         if not requests:
             return []
+        self.stats["requests"] += len(requests)
+        return self._timed_call(fn, requests)
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        return self._answer(self._judge_pairs, requests)
+
+    def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
         cfg = self.config
         qa = np.array([true_quality(r.a) for r in requests])
         qb = np.array([true_quality(r.b) for r in requests])
@@ -199,8 +212,9 @@ class SimulatedJudge:
         return [PairJudgment(float(a), float(b), float(p)) for a, b, p in zip(sa, sb, pa, strict=True)]
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        if not requests:
-            return []
+        return self._answer(self._score_points, requests)
+
+    def _score_points(self, requests: Sequence[PointRequest]) -> list[float]:
         cfg = self.config
         q = np.array([true_quality(r.traj) for r in requests])
         lens = np.array([r.traj.length for r in requests], dtype=float)

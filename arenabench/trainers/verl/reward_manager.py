@@ -18,7 +18,8 @@ group that is complete at that moment to :class:`~arenabench.trainers.verl.scori
 Options (``arenabench.*`` in the composed config): ``reward`` / ``judge`` (the conf groups),
 ``timeout_s`` (barrier timeout from a group's first arrival), ``group_size`` (force N),
 ``anchor`` (``first`` | ``none``), ``max_retries``, ``seed``, ``log_metrics`` (write per-step
-judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``).
+judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``). ``judge.cache`` and
+``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
 """
 
 from __future__ import annotations
@@ -177,5 +178,11 @@ class ArenaRewardManager(RewardManagerBase):
                 "arena/late_samples": self.barrier.stats.late,
             }
             metrics.update({f"arena/{k}": v for k, v in flush_summary(results).items()})
+            stack = self.scorer.stack
+            if stack.faulty is not None:  # cumulative, as the local trainer logs it
+                metrics["judge_faults"] = stack.stats["faults"]
+            if stack.cached is not None:
+                metrics["arena/cache_hits"] = stack.stats["cache_hits"]
+                metrics["arena/cache_misses"] = stack.stats["cache_misses"]
             self.sink.log(metrics, step)
         return results

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from arenabench import judges, rewards
+from arenabench import rewards
 from arenabench.engine import Engine
+from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
 from arenabench.types import Group, Trajectory, content_hash
 
@@ -74,35 +75,26 @@ def hash_quality(text: str) -> float:
     return 4.0 * (content_hash(text) % 1_000_003) / 1_000_003 - 2.0
 
 
-def build_judge(cfg: Mapping[str, Any]):
-    """A judge from a ``judge`` config: ``kind: simulated`` (a preset; ``quality`` says how a real
-    response gets the hidden quality the simulator needs) or ``kind: openai`` (an
-    OpenAI-compatible server such as ``vllm serve``; every other key is an ``OpenAIJudge``
-    argument). Returns ``(judge, quality)``; ``quality`` is None for real judges."""
+def judge_stack(cfg: Mapping[str, Any]) -> tuple[JudgeStack, str | None]:
+    """The scorer's judge, built like the local trainer's (:meth:`JudgeStack.from_config`: any
+    ``kind`` of :func:`arenabench.judges.build`, optional ``cache`` and ``faults``), plus
+    ``quality``, the one verl-only key: how a real response gets the hidden quality a simulated
+    judge needs (``overlap`` | ``hash``; None for real judges, which read the text). A
+    comma-separated ``base_urls`` string (from an env var) is split into a list."""
     cfg = dict(cfg)
-    kind = cfg.pop("kind", "simulated")
-    for key in ("cache", "faults"):  # local-trainer options the verl adapter does not wire up
-        if cfg.pop(key, None) is not None:
-            raise ValueError(f"judge.{key} is not supported by the verl adapter; set it to null")
+    quality = cfg.pop("quality", "overlap")
+    kind = cfg.get("kind", "simulated")
     if kind == "simulated":
-        quality = cfg.pop("quality", "overlap")
         if quality not in QUALITIES:
             raise ValueError(unknown_message("simulated-judge quality", quality, list(QUALITIES)))
-        return judges.get(cfg.pop("preset", "calibrated"), **cfg), quality
-    if kind == "openai":
-        from arenabench.judges.openai_compat import OpenAIJudge
-
-        cfg.pop("quality", None)
-        urls = cfg.get("base_urls")
-        if isinstance(urls, str):  # "http://a:8001,http://b:8001" from an env var
-            cfg["base_urls"] = [u.strip() for u in urls.split(",") if u.strip()]
-        return OpenAIJudge(**cfg), None
-    raise ValueError(unknown_message("judge kind", kind, ["simulated", "openai"]))
-
-
-def build_constructor(cfg: Mapping[str, Any]):
-    cfg = dict(cfg)
-    return rewards.get(cfg.pop("name"), **cfg)
+    else:
+        quality = None
+    urls = cfg.get("base_urls")
+    if kind == "openai" and isinstance(urls, str):  # "http://a:8001,http://b:8001" from an env var
+        cfg["base_urls"] = [u.strip() for u in urls.split(",") if u.strip()]
+    # the simulator's verdicts depend on how quality was derived, not on the text alone
+    key_extra = {"quality": quality} if quality else None
+    return JudgeStack.from_config(cfg, key_extra=key_extra), quality
 
 
 class ArenaScorer:
@@ -126,9 +118,10 @@ class ArenaScorer:
     ):
         if anchor not in ("first", "none"):
             raise ValueError(unknown_message("anchor rule", anchor, ["first", "none"]))
-        self.constructor = build_constructor(reward)
-        self.judge, self.quality = build_judge(judge)
-        self.engine = Engine(self.judge, seed=int(seed), max_retries=int(max_retries))
+        self.constructor = rewards.build(reward)
+        self.stack, self.quality = judge_stack(judge)
+        self.judge = self.stack.base
+        self.engine = Engine(self.stack, seed=int(seed), max_retries=int(max_retries))
         self.anchor = anchor
         self.runs = 0
         self.totals = {"judge_calls": 0, "failures": 0, "groups": 0, "waves": 0}
