@@ -2,13 +2,12 @@
 and are committed without outputs."""
 
 import json
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 

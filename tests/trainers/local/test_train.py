@@ -3,25 +3,16 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from helpers import CONF, ROOT, compose_cfg
 
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.local.trainer import STEP_METRICS, train
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-
-
-def compose_cfg(*overrides):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return OmegaConf.to_container(compose("train", overrides=list(overrides)), resolve=True)
 
 
 def first_job(experiment):

@@ -14,16 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from helpers import ROOT, compose_cfg
 from mlflow.tracking import MlflowClient
-from omegaconf import OmegaConf
 
 from arenabench.tracking.mlflow import IDENTITY_TAG, Tracker, finished_run, owner_alive, owner_tags
 from arenabench.train import job_identity
 from arenabench.trainers.local.trainer import train
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["trainer.d_model=16", "eval_every=0"]
 
 
@@ -35,11 +33,6 @@ class Recorder:
 
     def log_metrics(self, metrics, step):
         self.steps[step] = dict(metrics)
-
-
-def compose_cfg(*overrides):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return OmegaConf.to_container(compose("train", overrides=list(overrides)), resolve=True)
 
 
 # --------------------------------------------------------------------------- pieces
