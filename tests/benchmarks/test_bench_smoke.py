@@ -5,6 +5,7 @@ import csv
 import subprocess
 import sys
 
+import pytest
 from helpers import ROOT
 
 from arenabench import Engine, judges, rewards
@@ -15,6 +16,7 @@ SMOKE = "pointwise,round_robin,seeded_single_elim,reasoning_arena_live,rrc_agr,b
 PARTS = "waves,overhead,aggregation,fidelity"  # the trainer part is covered by test_train
 
 
+@pytest.mark.slow
 def test_quick_driver_writes_every_table_and_batches_equal_waves(tmp_path):
     out = tmp_path / "bench"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--out", str(out)]

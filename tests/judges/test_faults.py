@@ -179,6 +179,7 @@ def fault_free():
 FAULTS = "judge.faults={rate:0.2,seed:11}"
 
 
+@pytest.mark.slow
 def test_50_steps_under_20pct_faults_with_enough_retries_match_the_fault_free_run(fault_free):
     """Every fault recovered (retries 8: a request fails 9 times with P = 0.2⁹): all 50 steps'
     per-group rewards are identical to the fault-free run."""
@@ -195,6 +196,7 @@ def test_50_steps_under_20pct_faults_with_enough_retries_match_the_fault_free_ru
     assert sum(sum(r > 0 for r in s["retries"]) for s in steps) > 100  # many groups were hit
 
 
+@pytest.mark.slow
 def test_50_steps_under_20pct_faults_count_final_failures_and_spare_unaffected_groups(fault_free):
     """Default retries (2): the run completes; every fault is a retry or, on the last attempt, a
     counted failure flagged on its group; until the policies diverge (the first step with a final

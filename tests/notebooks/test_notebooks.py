@@ -43,6 +43,7 @@ def tiny_store(tmp_path_factory):
     return uri
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_a_tiny_sweep(path, tiny_store, tmp_path):
     import papermill

@@ -38,6 +38,7 @@ class Recorder:
 # --------------------------------------------------------------------------- pieces
 
 
+@pytest.mark.slow
 def test_a_rerun_is_answered_from_the_cache_and_replays_the_run_exactly(tmp_path):
     """Same config ⇒ same trajectories ⇒ every judge request a cache hit; faults sit behind the
     cache, so the replay reaches no (faulty) judge at all; failures are never cached."""
@@ -80,6 +81,7 @@ def test_job_identity_ignores_display_tracking_and_cache_location_only():
     assert job_identity(cfg, "def") != key
 
 
+@pytest.mark.slow
 def test_stale_running_runs_of_dead_owners_are_failed_live_and_foreign_ones_kept(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -143,6 +145,7 @@ def _history(client, run_id, key):
     return [m.value for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
 
 
+@pytest.mark.slow
 def test_sigkilled_sweep_restarted_with_the_same_command_loses_and_duplicates_nothing(tmp_path):
     db = tmp_path / "mlflow.db"
     uri = f"sqlite:///{db}"

@@ -61,6 +61,7 @@ def test_task_quality_is_hidden_and_rlvr_verifiable():
     assert q[0] == pytest.approx(task.base + task.scale * v[resp[0]].mean() + task.answer_bonus)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -86,6 +87,7 @@ def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_
     }
 
 
+@pytest.mark.slow
 def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     proc = train_cli(
@@ -105,6 +107,7 @@ def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
     assert len({r.data.tags["sweep"] for r in runs}) == 1
 
 
+@pytest.mark.slow
 def test_a_job_that_dies_closes_its_run_as_failed(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     # a bad task parameter fails inside the job, after its MLflow run was opened
@@ -132,6 +135,7 @@ def test_bad_trainer_algo_names_the_choices():
         train(cfg, progress=False)
 
 
+@pytest.mark.slow
 def test_snr_of_the_pointwise_arm_falls_as_quality_rises(tmp_path):
     """snr_dynamics, calibrated judge, fixed seed: as true quality climbs into the saturated
     top of the pointwise scale, σ_group/σ_noise falls (the run logs it to MLflow)."""
@@ -155,6 +159,7 @@ def test_snr_of_the_pointwise_arm_falls_as_quality_rises(tmp_path):
     assert snr[-quarter:].mean() < 0.7 * snr[:quarter].mean()
 
 
+@pytest.mark.slow
 def test_training_improves_true_quality_with_a_tournament():
     cfg = compose_cfg("reward=seeded_single_elim", "steps=60", "tracking=none", "eval_every=0")
     final = train(cfg, progress=False)
