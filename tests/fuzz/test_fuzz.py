@@ -200,6 +200,7 @@ def fuzz_one(spec, groups, judge, retries, votes) -> None:
         assert judge.faulted <= out.stats.retries + out.stats.failures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_constructor_survives_hostile_inputs(spec):
     """Each constructor gets its own reproducible stream of examples (seeded by its name)."""

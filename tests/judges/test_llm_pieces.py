@@ -309,6 +309,7 @@ def _worker(path: str, offset: int, n: int) -> None:
     cache.close()
 
 
+@pytest.mark.slow
 def test_two_processes_write_concurrently(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     JudgmentCache(path).close()

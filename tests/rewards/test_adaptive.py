@@ -46,6 +46,7 @@ def test_adaptive_routes_to_any_tournament(noiseless):
     assert pickle.loads(pickle.dumps(c)) == c
 
 
+@pytest.mark.slow
 def test_adaptive_on_simulated_rlvr_groups():
     groups = simulate_groups(300, 8, seed=4)
     out = Engine(judges.get("calibrated")).run(rewards.get("adaptive"), groups)

@@ -8,6 +8,7 @@ from arenabench import rewards
 from arenabench.types import MatchResult
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", list(range(2, 20)) + [32])
 def test_live_tournament_is_linear_and_18_at_n8(n, calibrated):
     for r in calibrated.run(rewards.get("reasoning_arena_live"), random_groups(n, k=3, seed=n)).results:
@@ -47,6 +48,7 @@ def test_live_opponents_are_best_worst_median_of_the_placed():
     assert int(np.argmax(outcome.reward)) == int(np.argmax(q))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["reasoning_arena_live", "reasoning_arena_full"])
 def test_noiseless_bradley_terry_finds_the_true_best(name, noiseless):
     for n in range(2, 17):

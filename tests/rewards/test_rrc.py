@@ -196,6 +196,7 @@ def test_anchor_pool_missing_a_prompt_is_one_clear_error(calibrated):
         calibrated.run(c, groups)
 
 
+@pytest.mark.slow
 def test_fidelity_on_the_calibrated_judge_orders_the_families():
     rows = {
         r["constructor"]: r

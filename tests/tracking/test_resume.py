@@ -38,7 +38,6 @@ class Recorder:
 # --------------------------------------------------------------------------- pieces
 
 
-@pytest.mark.slow
 def test_a_rerun_is_answered_from_the_cache_and_replays_the_run_exactly(tmp_path):
     """Same config ⇒ same trajectories ⇒ every judge request a cache hit; faults sit behind the
     cache, so the replay reaches no (faulty) judge at all; failures are never cached."""

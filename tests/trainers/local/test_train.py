@@ -159,7 +159,6 @@ def test_snr_of_the_pointwise_arm_falls_as_quality_rises(tmp_path):
     assert snr[-quarter:].mean() < 0.7 * snr[:quarter].mean()
 
 
-@pytest.mark.slow
 def test_training_improves_true_quality_with_a_tournament():
     cfg = compose_cfg("reward=seeded_single_elim", "steps=60", "tracking=none", "eval_every=0")
     final = train(cfg, progress=False)
