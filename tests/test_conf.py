@@ -1,14 +1,12 @@
 """conf/ stays in step with the registry: a file per constructor, every parameter, its default."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import yaml
+from helpers import CONF
 
 from arenabench import judges, rewards
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 @pytest.mark.parametrize("name", rewards.names())

@@ -3,25 +3,16 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from helpers import CONF, ROOT, compose_cfg
 
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.local.trainer import STEP_METRICS, train
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-
-
-def compose_cfg(*overrides):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return OmegaConf.to_container(compose("train", overrides=list(overrides)), resolve=True)
 
 
 def first_job(experiment):
@@ -70,6 +61,7 @@ def test_task_quality_is_hidden_and_rlvr_verifiable():
     assert q[0] == pytest.approx(task.base + task.scale * v[resp[0]].mean() + task.answer_bonus)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -95,6 +87,7 @@ def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_
     }
 
 
+@pytest.mark.slow
 def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     proc = train_cli(
@@ -114,6 +107,7 @@ def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
     assert len({r.data.tags["sweep"] for r in runs}) == 1
 
 
+@pytest.mark.slow
 def test_a_job_that_dies_closes_its_run_as_failed(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     # a bad task parameter fails inside the job, after its MLflow run was opened
@@ -141,6 +135,7 @@ def test_bad_trainer_algo_names_the_choices():
         train(cfg, progress=False)
 
 
+@pytest.mark.slow
 def test_snr_of_the_pointwise_arm_falls_as_quality_rises(tmp_path):
     """snr_dynamics, calibrated judge, fixed seed: as true quality climbs into the saturated
     top of the pointwise scale, σ_group/σ_noise falls (the run logs it to MLflow)."""

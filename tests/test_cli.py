@@ -68,6 +68,7 @@ def test_metrics_match_scipy():
     assert kendall_tau_b(np.ones(4), np.arange(4)) == 0.0
 
 
+@pytest.mark.slow
 def test_fidelity_json_has_the_keys_for_every_constructor(capsys):
     assert cli.main(["fidelity", "--groups", "6", "-N", "5", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -82,6 +83,7 @@ def test_fidelity_json_has_the_keys_for_every_constructor(capsys):
     assert by["rrc_agr"]["reference_rollouts"] == 4  # each prompt's pool made once
 
 
+@pytest.mark.slow
 def test_fidelity_noiseless_is_perfect_and_counts_are_exact():
     rows = {
         r["constructor"]: r
@@ -96,6 +98,7 @@ def test_fidelity_noiseless_is_perfect_and_counts_are_exact():
     assert rows["round_robin"]["comparisons_per_group"] == 28
 
 
+@pytest.mark.slow
 def test_fidelity_orders_topologies_on_the_calibrated_judge():
     """Statistical (seed 0, 400 groups, N=8): round-robin > seeded single-elim > anchor > pointwise
     in Kendall τ — the ordering ArenaRL's Table 2 reports — each gap well above its s.e. (~0.01)."""
@@ -105,6 +108,7 @@ def test_fidelity_orders_topologies_on_the_calibrated_judge():
     assert rows["anchor"] > rows["pointwise"] + 0.1
 
 
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     for args in (
         ["fidelity", "--constructors", "round_robn"],

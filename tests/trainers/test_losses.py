@@ -332,6 +332,26 @@ def _actor_config(**clip):
     return ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, clip_ratio=0.2, **clip)
 
 
+def assert_matches_verl(ours_fn, verl_fn, logp0, old, adv, mask, mode, config, **kw):
+    """Our loss and verl's on one batch (each on its own leaf log-probs): value, gradient, stats."""
+    lp_ours = logp0.clone().requires_grad_()
+    lp_verl = logp0.clone().requires_grad_()
+    ours, stats = ours_fn(lp_ours, old, adv, mask, agg=mode, **kw)
+    theirs, metrics = verl_fn(
+        old_log_prob=old,
+        log_prob=lp_verl,
+        advantages=adv,
+        response_mask=mask,
+        loss_agg_mode=mode,
+        config=config,
+    )
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-6, abs=1e-7), mode
+    assert torch.allclose(grad_of(ours, lp_ours), grad_of(theirs, lp_verl), atol=1e-7)
+    assert stats["clipfrac"] == pytest.approx(metrics["actor/pg_clipfrac"], abs=1e-6)
+    assert stats["ppo_kl"] == pytest.approx(metrics["actor/ppo_kl"], abs=1e-6)
+    return stats, metrics
+
+
 def test_matches_verl():
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
     logp0, old, adv_tok, adv_seq, ref, mask = _verl_batch()
@@ -349,24 +369,11 @@ def test_matches_verl():
     config = _actor_config(clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0)
     for mode in AGG_MODES:
         for adv in (adv_tok, adv_seq):
-            lp_ours = logp0.clone().requires_grad_()
-            lp_verl = logp0.clone().requires_grad_()
-            ours, stats = grpo_loss(
-                lp_ours, old, adv, mask, clip_low=0.2, clip_high=0.28, clip_ratio_c=3.0, agg=mode
-            )
-            theirs, metrics = core_algos.compute_policy_loss_vanilla(
-                old_log_prob=old,
-                log_prob=lp_verl,
-                advantages=adv,
-                response_mask=mask,
-                loss_agg_mode=mode,
-                config=config,
-            )
-            assert ours.item() == pytest.approx(theirs.item(), rel=1e-6, abs=1e-7), mode
-            assert torch.allclose(grad_of(ours, lp_ours), grad_of(theirs, lp_verl), atol=1e-7)
-            assert stats["clipfrac"] == pytest.approx(metrics["actor/pg_clipfrac"], abs=1e-6)
+            stats, metrics = assert_matches_verl(
+                grpo_loss, core_algos.compute_policy_loss_vanilla, logp0, old, adv, mask, mode, config,
+                clip_low=0.2, clip_high=0.28, clip_ratio_c=3.0,
+            )  # fmt: skip
             assert stats["clipfrac_lower"] == pytest.approx(metrics["actor/pg_clipfrac_lower"], abs=1e-6)
-            assert stats["ppo_kl"] == pytest.approx(metrics["actor/ppo_kl"], abs=1e-6)
 
     cispo = core_algos.POLICY_LOSS_REGISTRY.get("cispo")
     if cispo is None:
@@ -374,20 +381,7 @@ def test_matches_verl():
     for clip_low, clip_high in ((10.0, 0.2), (0.2, 0.28)):
         config = _actor_config(clip_ratio_low=clip_low, clip_ratio_high=clip_high)
         for mode in AGG_MODES:
-            lp_ours = logp0.clone().requires_grad_()
-            lp_verl = logp0.clone().requires_grad_()
-            ours, stats = cispo_loss(
-                lp_ours, old, adv_tok, mask, clip_low=clip_low, clip_high=clip_high, agg=mode
-            )
-            theirs, metrics = cispo(
-                old_log_prob=old,
-                log_prob=lp_verl,
-                advantages=adv_tok,
-                response_mask=mask,
-                loss_agg_mode=mode,
-                config=config,
-            )
-            assert ours.item() == pytest.approx(theirs.item(), rel=1e-6, abs=1e-7), mode
-            assert torch.allclose(grad_of(ours, lp_ours), grad_of(theirs, lp_verl), atol=1e-7)
-            assert stats["clipfrac"] == pytest.approx(metrics["actor/pg_clipfrac"], abs=1e-6)
-            assert stats["ppo_kl"] == pytest.approx(metrics["actor/ppo_kl"], abs=1e-6)
+            assert_matches_verl(
+                cispo_loss, cispo, logp0, old, adv_tok, mask, mode, config,
+                clip_low=clip_low, clip_high=clip_high,
+            )  # fmt: skip

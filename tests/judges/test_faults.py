@@ -14,12 +14,10 @@ enough to recover every fault must match the fault-free run on all 50 steps.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from helpers import compose_cfg
 
 from arenabench import Engine, judges, rewards
 from arenabench.judges.faults import KINDS, FaultyJudge, InjectedJudgeError
@@ -27,15 +25,8 @@ from arenabench.sim import simulate_groups
 from arenabench.trainers.local.trainer import train
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
-
 # a small, fast policy: the claims are about the judge path, not the model
 SMALL = ["trainer.d_model=16", "trainer.n_layer=1", "trainer.n_head=2", "eval_every=0", "tracking=none"]
-
-
-def compose_cfg(*overrides):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return OmegaConf.to_container(compose("train", overrides=list(overrides)), resolve=True)
 
 
 def pair_requests(n_groups=50, n=8):
@@ -188,6 +179,7 @@ def fault_free():
 FAULTS = "judge.faults={rate:0.2,seed:11}"
 
 
+@pytest.mark.slow
 def test_50_steps_under_20pct_faults_with_enough_retries_match_the_fault_free_run(fault_free):
     """Every fault recovered (retries 8: a request fails 9 times with P = 0.2⁹): all 50 steps'
     per-group rewards are identical to the fault-free run."""
@@ -204,6 +196,7 @@ def test_50_steps_under_20pct_faults_with_enough_retries_match_the_fault_free_ru
     assert sum(sum(r > 0 for r in s["retries"]) for s in steps) > 100  # many groups were hit
 
 
+@pytest.mark.slow
 def test_50_steps_under_20pct_faults_count_final_failures_and_spare_unaffected_groups(fault_free):
     """Default retries (2): the run completes; every fault is a retry or, on the last attempt, a
     counted failure flagged on its group; until the policies diverge (the first step with a final

@@ -123,6 +123,7 @@ def _parallel_worker(uri: str, i: int) -> str:
     return t.run_id
 
 
+@pytest.mark.slow
 def test_parallel_processes_share_a_new_store(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"  # NEW store: the processes race on creating its tables
     ctx = mp.get_context("spawn")

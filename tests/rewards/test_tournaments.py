@@ -99,6 +99,7 @@ def test_n8_best_rank_advantage_population_and_sample_std(noiseless):
     assert abs(pop.advantage[best] - 1.75) > 0.2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", rewards.names())
 @pytest.mark.parametrize("n", [2, 5, 8, 16])
 def test_advantages_zero_mean_unit_std_per_group(name, n, calibrated):

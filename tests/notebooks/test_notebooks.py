@@ -2,13 +2,12 @@
 and are committed without outputs."""
 
 import json
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
@@ -44,6 +43,7 @@ def tiny_store(tmp_path_factory):
     return uri
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_a_tiny_sweep(path, tiny_store, tmp_path):
     import papermill

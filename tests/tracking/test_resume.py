@@ -14,16 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from helpers import ROOT, compose_cfg
 from mlflow.tracking import MlflowClient
-from omegaconf import OmegaConf
 
 from arenabench.tracking import IDENTITY_TAG, Tracker, finished_run, owner_alive, owner_tags
 from arenabench.train import job_identity
 from arenabench.trainers.local.trainer import train
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["trainer.d_model=16", "eval_every=0"]
 
 
@@ -35,11 +33,6 @@ class Recorder:
 
     def log_metrics(self, metrics, step):
         self.steps[step] = dict(metrics)
-
-
-def compose_cfg(*overrides):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return OmegaConf.to_container(compose("train", overrides=list(overrides)), resolve=True)
 
 
 # --------------------------------------------------------------------------- pieces
@@ -87,6 +80,7 @@ def test_job_identity_ignores_display_tracking_and_cache_location_only():
     assert job_identity(cfg, "def") != key
 
 
+@pytest.mark.slow
 def test_stale_running_runs_of_dead_owners_are_failed_live_and_foreign_ones_kept(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -150,6 +144,7 @@ def _history(client, run_id, key):
     return [m.value for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
 
 
+@pytest.mark.slow
 def test_sigkilled_sweep_restarted_with_the_same_command_loses_and_duplicates_nothing(tmp_path):
     db = tmp_path / "mlflow.db"
     uri = f"sqlite:///{db}"

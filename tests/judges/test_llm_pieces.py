@@ -27,6 +27,13 @@ from arenabench.types import JudgeFailure, PairJudgment, PairRequest, Trajectory
 # --- parsing -------------------------------------------------------------------------------
 
 
+def assert_failure(reply: str, reason: str) -> None:
+    """``reply`` parses to a JudgeFailure whose reason starts with ``reason``."""
+    out = parse_verdict(reply)
+    assert isinstance(out, JudgeFailure)
+    assert out.reason.startswith(reason)
+
+
 def test_last_verdict_wins_over_reasoning_and_earlier_json():
     reply = (
         "At first glance A is better: it is longer.\n"
@@ -56,9 +63,7 @@ def test_verdict_in_code_fence_and_nested_braces():
     ],
 )
 def test_malformed_is_failure(reply):
-    out = parse_verdict(reply)
-    assert isinstance(out, JudgeFailure)
-    assert out.reason.startswith("malformed verdict:")
+    assert_failure(reply, "malformed verdict:")
 
 
 @pytest.mark.parametrize(
@@ -90,9 +95,7 @@ def test_winner_only_mapping(winner, scores):
     ],
 )
 def test_inconsistent_is_failure(reply):
-    out = parse_verdict(reply)
-    assert isinstance(out, JudgeFailure)
-    assert out.reason.startswith("inconsistent verdict")
+    assert_failure(reply, "inconsistent verdict")
 
 
 def test_scores_only_and_float_scores():
@@ -306,6 +309,7 @@ def _worker(path: str, offset: int, n: int) -> None:
     cache.close()
 
 
+@pytest.mark.slow
 def test_two_processes_write_concurrently(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     JudgmentCache(path).close()

@@ -4,17 +4,19 @@ structurally (one judge batch, one latency-judge call per wave). No timing asser
 import csv
 import subprocess
 import sys
-from pathlib import Path
+
+import pytest
+from helpers import ROOT
 
 from arenabench import Engine, judges, rewards
 from arenabench.judges.latency import LatencyJudge, Unbatched
 from arenabench.sim import simulate_groups
 
-ROOT = Path(__file__).resolve().parents[1]
 SMOKE = "pointwise,round_robin,seeded_single_elim,reasoning_arena_live,rrc_agr,bt_bracket"
 PARTS = "waves,overhead,aggregation,fidelity"  # the trainer part is covered by test_train
 
 
+@pytest.mark.slow
 def test_quick_driver_writes_every_table_and_batches_equal_waves(tmp_path):
     out = tmp_path / "bench"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--out", str(out)]

@@ -89,14 +89,21 @@ class RandomJudge:
             return "short"
         return None
 
+    def _lost_batch(self, requests, filler) -> list | None:
+        """None, or a whole-batch error: raised, or one reply short (every request counts as bad)."""
+        err = self._batch_error(len(requests))
+        if err is None:
+            return None
+        self.bad += len(requests)
+        if err == "raise":
+            raise ConnectionError("random judge: batch lost")
+        return [filler] * (len(requests) - 1)
+
     def judge_pairs(self, requests):
         requests = list(requests)
-        err = self._batch_error(len(requests))
-        if err:
-            self.bad += len(requests)
-            if err == "raise":
-                raise ConnectionError("random judge: batch lost")
-            return [PairJudgment(1.0, 0.0)] * (len(requests) - 1)
+        short = self._lost_batch(requests, PairJudgment(1.0, 0.0))
+        if short is not None:
+            return short
         out = []
         for _ in requests:
             kind = "ok" if self.rng.random() >= self.p_bad else str(self.rng.choice(self.PAIR_KINDS[1:]))
@@ -126,12 +133,9 @@ class RandomJudge:
 
     def score_points(self, requests):
         requests = list(requests)
-        err = self._batch_error(len(requests))
-        if err:
-            self.bad += len(requests)
-            if err == "raise":
-                raise ConnectionError("random judge: batch lost")
-            return [0.5] * (len(requests) - 1)
+        short = self._lost_batch(requests, 0.5)
+        if short is not None:
+            return short
         out = []
         for _ in requests:
             u = self.rng.random()
@@ -196,6 +200,7 @@ def fuzz_one(spec, groups, judge, retries, votes) -> None:
         assert judge.faulted <= out.stats.retries + out.stats.failures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_constructor_survives_hostile_inputs(spec):
     """Each constructor gets its own reproducible stream of examples (seeded by its name)."""

@@ -14,6 +14,7 @@ from arenabench.types import JudgeFailure, PairJudgment
 SIZES = [2, 3, 5, 8, 16]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("votes", [1, 3])
 @pytest.mark.parametrize("n", SIZES)
 def test_exact_comparison_call_and_wave_counts(n, votes, calibrated):
@@ -31,6 +32,7 @@ def test_exact_comparison_call_and_wave_counts(n, votes, calibrated):
     assert out.stats.judge_batches == out.stats.waves
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [4, 8, 9, 16])
 def test_adaptive_pairs_waves_are_one_plus_rounds_and_it_honours_its_budget(n, calibrated):
     groups = random_groups(n, k=3, seed=1)
@@ -54,6 +56,7 @@ def test_closest_pairs_are_unplayed_nearest_and_capped_per_trajectory():
     assert len(closest_pairs(est, set(), 100)) == 15
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bt_bracket", "adaptive_pairs"])
 def test_noiseless_exact_order_where_the_evidence_determines_it(name, noiseless):
     """Noiseless: a side's score depends on its own quality only (``score`` ranks exactly), and

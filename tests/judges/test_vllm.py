@@ -149,17 +149,17 @@ def test_unknown_structured_mode_names_the_choices():
 # -- the OpenAI-compatible backend against a real `vllm serve` --------------------------------
 
 
+def serve_judge(urls, model, regex=None, **kw) -> OpenAIJudge:
+    """An OpenAIJudge on `vllm serve`, its output held to ``regex`` (the consistent verdict's by default)."""
+    regex = consistent_verdict_regex() if regex is None else regex
+    return OpenAIJudge(
+        urls, model=model, api_key_env=None, extra_body={"structured_outputs": {"regex": regex}}, **kw
+    )
+
+
 def test_openai_backend_answers_a_wave_from_vllm_serve(vllm_server):
     url, model = vllm_server
-    judge = OpenAIJudge(
-        url,
-        model=model,
-        api_key_env=None,
-        max_tokens=64,
-        temperature=1.0,
-        top_logprobs=5,
-        extra_body={"structured_outputs": {"regex": consistent_verdict_regex()}},
-    )
+    judge = serve_judge(url, model, max_tokens=64, temperature=1.0, top_logprobs=5)
     replies = judge.judge_pairs(_requests(16))
     assert all(isinstance(r, PairJudgment) for r in replies), [
         r for r in replies if not isinstance(r, PairJudgment)
@@ -172,15 +172,7 @@ def test_openai_backend_answers_a_wave_from_vllm_serve(vllm_server):
 
 def test_openai_backend_choice_probabilities(vllm_server):
     url, model = vllm_server
-    judge = OpenAIJudge(
-        url,
-        model=model,
-        api_key_env=None,
-        max_tokens=2,
-        temperature=1.0,
-        top_logprobs=5,
-        extra_body={"structured_outputs": {"regex": r'\{"winner": "(A|B)"\}'}},
-    )
+    judge = serve_judge(url, model, r'\{"winner": "(A|B)"\}', max_tokens=2, temperature=1.0, top_logprobs=5)
     replies = judge.judge_pairs(_requests(8, seed=4))
     assert all(
         isinstance(r, JudgeFailure) and "malformed" in r.reason for r in replies
@@ -195,15 +187,7 @@ def test_openai_backend_choice_probabilities(vllm_server):
 def test_openai_backend_dead_server_is_counted_after_retries(vllm_server):
     """A second base URL on a closed port: its requests fail over to the live server."""
     url, model = vllm_server
-    judge = OpenAIJudge(
-        ["http://127.0.0.1:9", url],
-        model=model,
-        api_key_env=None,
-        retries=1,
-        backoff_s=0.0,
-        max_tokens=64,
-        extra_body={"structured_outputs": {"regex": consistent_verdict_regex()}},
-    )
+    judge = serve_judge(["http://127.0.0.1:9", url], model, retries=1, backoff_s=0.0, max_tokens=64)
     replies = judge.judge_pairs(_requests(6))
     assert all(isinstance(r, PairJudgment) for r in replies)
     assert judge.stats["retries"] == 3 and judge.stats["calls"] == 9

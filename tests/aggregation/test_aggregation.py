@@ -24,6 +24,13 @@ def random_w(rng, n, kind="uniform"):
     return W
 
 
+def random_ws(seed, n, count):
+    """``count`` random n×n weight matrices from one seed, alternating "votes" and "uniform"."""
+    rng = np.random.default_rng(seed)
+    for t in range(count):
+        yield random_w(rng, n, "uniform" if t % 2 else "votes")
+
+
 def brute_force(W):
     """Least disagreement over all n! orders, vectorized: Σ over positions p < q of W[P[q], P[p]]."""
     n = len(W)
@@ -79,9 +86,7 @@ def test_bad_order_raises():
 
 @pytest.mark.parametrize("n", range(1, 8))
 def test_exact_matches_brute_force(n):
-    rng = np.random.default_rng(100 + n)
-    for t in range(60):
-        W = random_w(rng, n, "uniform" if t % 2 else "votes")
+    for W in random_ws(100 + n, n, 60):
         order, cost = kemeny_exact(W)
         assert sorted(order.tolist()) == list(range(n))
         assert cost == pytest.approx(disagreement(W, order), abs=1e-12)
@@ -120,9 +125,7 @@ def test_greedy_recovers_consistent_order(n):
 
 @pytest.mark.parametrize("n", range(1, 9))
 def test_greedy_never_beats_exact(n):
-    rng = np.random.default_rng(200 + n)
-    for t in range(40):
-        W = random_w(rng, n, "uniform" if t % 2 else "votes")
+    for W in random_ws(200 + n, n, 40):
         order, cost = kemeny_greedy(W)
         assert cost == pytest.approx(disagreement(W, order), abs=1e-12)
         assert cost >= kemeny_exact(W)[1] - 1e-9
@@ -130,9 +133,7 @@ def test_greedy_never_beats_exact(n):
 
 @pytest.mark.parametrize("n", [2, 3, 4, 6, 8, 12, 16])
 def test_greedy_is_swap_optimal(n):
-    rng = np.random.default_rng(300 + n)
-    for t in range(50):
-        W = random_w(rng, n, "uniform" if t % 2 else "votes")
+    for W in random_ws(300 + n, n, 50):
         order, _ = kemeny_greedy(W)
         assert sorted(order.tolist()) == list(range(n))
         assert is_swap_optimal(W, order)
