@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from helpers import CONF
 
 from arenabench import judges
 from arenabench.trainers.local import sft
@@ -19,7 +20,6 @@ from arenabench.trainers.local.policy import TinyLM, sample
 from arenabench.trainers.local.sft import InitConfig, init_policy, load_or_build, model_dims, sft_key
 from arenabench.trainers.local.task import TASKS
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 TINY = InitConfig(kind="sft", tau=0.3, steps=12, lr=1e-2, batch=8)  # a seconds-cheap SFT
 
 

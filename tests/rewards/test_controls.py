@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import make_group, random_groups, true_rank
+from helpers import ROOT
 
 from arenabench import Engine, Group, Trajectory, judges, rewards
 from arenabench.advantages import rank_rewards, standardize
@@ -161,13 +162,10 @@ def test_new_metrics_are_logged_every_step_and_the_oracle_arm_is_aligned(tmp_pat
 
 def test_pointwise_budget_matches_seeded_single_elim_calls_at_n8():
     """conf/reward/pointwise_budget.yaml: votes = round((2N − 2)·2 / N) = 4 at N = 8."""
-    from pathlib import Path
 
     import yaml
 
-    cfg = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "conf/reward/pointwise_budget.yaml").read_text()
-    )
+    cfg = yaml.safe_load((ROOT / "conf/reward/pointwise_budget.yaml").read_text())
     n, k = 8, 5
     assert cfg["name"] == "pointwise" and cfg["votes"] == round((2 * n - 2) * 2 / n) == 4
     groups = random_groups(n, k=k, seed=4)

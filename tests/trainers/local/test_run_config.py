@@ -1,16 +1,15 @@
 """The typed run config: conf/ lists exactly RunConfig's keys and defaults; bad keys fail early."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import yaml
+from helpers import CONF
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from arenabench.trainers.local.config import EngineConfig, RunConfig, TrackingConfig, TrainerConfig
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("reward", "judge", "task", "trainer", "tracking", "experiment")
 
 

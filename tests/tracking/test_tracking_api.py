@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from mlflow.tracking import MlflowClient
@@ -17,7 +18,6 @@ import arenabench.tracking as tracking
 from arenabench.tracking import RunLogger, Tracker, build_job_tags, open_client
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_public_names_all_import_and_nobody_imports_private_tracking_names():
