@@ -10,10 +10,18 @@ import numpy as np
 
 from arenabench.advantages import rank_rewards, ranks_from_keys, standardize
 from arenabench.registry import Registry
-from arenabench.types import ConstructorResult, Group, Match, MatchResult, Score, ScoreResult
+from arenabench.types import (
+    Accounting,
+    ConstructorResult,
+    Group,
+    Match,
+    MatchResult,
+    Score,
+    ScoreResult,
+)
 
-Asks = list[Match | Score]
-Replies = list[MatchResult | ScoreResult]
+Asks = list[Match | Score]  # one wave of requests from one group
+Replies = list[MatchResult | ScoreResult]  # their results, in the order asked
 
 
 @dataclass
@@ -24,6 +32,10 @@ class Outcome:
     reward: np.ndarray | None = None
     flags: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ``play``'s protocol: yield a wave of asks, receive its replies, ..., return the outcome.
+Play = Generator[Asks, Replies, Outcome]
 
 
 @dataclass
@@ -52,7 +64,7 @@ class Constructor:
 
     # -- to implement ------------------------------------------------------------------------
 
-    def play(self, group: Group, rng: np.random.Generator) -> Generator[Asks, Replies, Outcome]:
+    def play(self, group: Group, rng: np.random.Generator) -> Play:
         raise NotImplementedError
 
     def prepare(self, group: Group, step: int) -> Group:
@@ -81,7 +93,12 @@ class Constructor:
     def match(self, i: int, j: int) -> Match:
         return Match(i, j, votes=self.votes)
 
-    def finalize(self, group: Group, outcome: Outcome) -> ConstructorResult:
+    def finalize(
+        self, group: Group, outcome: Outcome, accounting: Accounting | None = None
+    ) -> ConstructorResult:
+        """The group's result, built once from ``play``'s outcome and the engine's ``accounting``
+        (so nothing edits a result after it is made)."""
+        acc = accounting if accounting is not None else Accounting()
         n = len(group)
         flags = list(outcome.flags)
         if outcome.reward is not None:
@@ -101,8 +118,19 @@ class Constructor:
         adv = standardize(reward, ddof=self.ddof)
         if not np.any(adv) and "zero_advantage" not in flags:
             flags.append("zero_advantage")
+        if acc.failures:
+            flags.append(f"judge_failures:{acc.failures}")
         return ConstructorResult(
-            reward=np.nan_to_num(reward, nan=0.0), advantage=adv, rank=rank, flags=flags, extra=outcome.extra
+            reward=np.nan_to_num(reward, nan=0.0),
+            advantage=adv,
+            rank=rank,
+            comparisons=acc.comparisons,
+            judge_calls=acc.judge_calls,
+            waves=acc.waves,
+            failures=acc.failures,
+            retries=acc.retries,
+            flags=flags,
+            extra=outcome.extra,
         )
 
 
