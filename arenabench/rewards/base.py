@@ -134,6 +134,13 @@ class Constructor:
         )
 
 
+def split_failures(results: list[MatchResult]) -> tuple[list[MatchResult], int]:
+    """The matches that produced a verdict, and how many failed after the engine's retries;
+    each constructor then says what a failed match means (never a silent tie)."""
+    ok = [m for m in results if not m.failed]
+    return ok, len(results) - len(ok)
+
+
 def failure_flags(failed: int) -> list[str]:
     """The flag every constructor raises for matches that failed after the engine's retries."""
     return [f"failed_matches:{failed}"] if failed else []
@@ -153,9 +160,7 @@ def mean_scores(n: int, results: list[MatchResult]) -> np.ndarray:
     """Mean per-match (bidirectional, summed) score of each trajectory; NaN if it has none."""
     tot = np.zeros(n)
     cnt = np.zeros(n)
-    for m in results:
-        if m.failed:
-            continue
+    for m in split_failures(results)[0]:
         tot[m.i] += m.score_i
         tot[m.j] += m.score_j
         cnt[m.i] += 1

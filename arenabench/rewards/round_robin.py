@@ -14,6 +14,7 @@ from arenabench.rewards.base import (
     failure_flags,
     mean_scores,
     register,
+    split_failures,
     trivial_outcome,
 )
 
@@ -33,11 +34,8 @@ class RoundRobin(Constructor):
         results = yield [self.match(i, j) for i, j in combinations(range(n), 2)]
         wins = np.zeros(n)
         decided = np.zeros(n)
-        failed = 0
-        for m in results:
-            if m.failed:
-                failed += 1
-                continue
+        ok, failed = split_failures(results)
+        for m in ok:
             decided[[m.i, m.j]] += 1
             if (w := m.winner) is not None:
                 wins[w] += 1

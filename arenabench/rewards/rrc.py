@@ -15,7 +15,14 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.aggregation import kemeny_greedy, order_wins
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
+from arenabench.rewards.base import (
+    Constructor,
+    Outcome,
+    failure_flags,
+    register,
+    split_failures,
+    trivial_outcome,
+)
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
 from arenabench.types import Group, MatchResult
 
@@ -36,12 +43,9 @@ def tally(size: int, results) -> tuple[np.ndarray, np.ndarray, int]:
     """Vote matrix (W[i, j] = votes for i over j), majority wins per index, failed matches."""
     W = np.zeros((size, size))
     wins = np.zeros(size)
-    failed = 0
-    for m in results:
+    ok, failed = split_failures(results)
+    for m in ok:
         v = votes_for(m)
-        if v is None:
-            failed += 1
-            continue
         W[m.i, m.j], W[m.j, m.i] = v
         o = majority(*v)
         wins[m.i] += o
@@ -166,11 +170,8 @@ class PRC(Constructor):
         reward = np.full(len(group), np.nan)
         reward[a] = 0.5
         probs: list[float] = []
-        failed = 0
-        for m in results:
-            if m.failed:
-                failed += 1
-                continue
+        ok, failed = split_failures(results)
+        for m in ok:
             if math.isnan(m.prob_i):
                 raise ValueError(
                     "prc needs a judge that reports P(A is better) (PairJudgment.prob_a); this judge "
