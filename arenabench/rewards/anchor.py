@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.brackets import anchor_phase
+from arenabench.rewards.failures import failure_flags
 
 
 @register("anchor")

@@ -10,6 +10,7 @@ import numpy as np
 
 from arenabench.advantages import rank_rewards, ranks_from_keys, standardize
 from arenabench.registry import Registry
+from arenabench.rewards.failures import failure_flags, split_failures  # noqa: F401 (failure_flags: re-exported)
 from arenabench.types import (
     Accounting,
     ConstructorResult,
@@ -70,6 +71,10 @@ class Constructor:
     def prepare(self, group: Group, step: int) -> Group:
         """The group the engine judges; AGR attaches its reference-policy anchors here."""
         return group
+
+    def bind_reference(self, policy) -> None:
+        """Use ``policy`` (``generate(group, n, generation)``) as this constructor's reference
+        policy: a trainer hands over its frozen initial policy. Most constructors have none."""
 
     # -- shared --------------------------------------------------------------------------------
 
@@ -132,18 +137,6 @@ class Constructor:
             flags=flags,
             extra=outcome.extra,
         )
-
-
-def split_failures(results: list[MatchResult]) -> tuple[list[MatchResult], int]:
-    """The matches that produced a verdict, and how many failed after the engine's retries;
-    each constructor then says what a failed match means (never a silent tie)."""
-    ok = [m for m in results if not m.failed]
-    return ok, len(results) - len(ok)
-
-
-def failure_flags(failed: int) -> list[str]:
-    """The flag every constructor raises for matches that failed after the engine's retries."""
-    return [f"failed_matches:{failed}"] if failed else []
 
 
 def trivial_outcome(group: Group, why: str) -> Outcome:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arenabench.rewards.base import Constructor, split_failures
+from arenabench.rewards.base import Constructor
+from arenabench.rewards.failures import split_failures
 from arenabench.types import Group, MatchResult
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from arenabench.aggregation import bradley_terry, minmax, soft_outcome
-from arenabench.rewards.base import Constructor, split_failures
+from arenabench.rewards.base import Constructor
+from arenabench.rewards.failures import split_failures
 from arenabench.types import MatchResult
 
 Observation = tuple[int, int, float]  # (i, j, outcome for i)

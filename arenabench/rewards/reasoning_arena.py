@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
-from arenabench.rewards.base import Outcome, failure_flags, register, trivial_outcome
+from arenabench.rewards.base import Outcome, register, trivial_outcome
 from arenabench.rewards.bradley_terry import BradleyTerryBase, Observation, evidence, unit_reward
+from arenabench.rewards.failures import failure_flags
 
 
 @dataclass

@@ -8,15 +8,8 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import (
-    Constructor,
-    Outcome,
-    failure_flags,
-    mean_scores,
-    register,
-    split_failures,
-    trivial_outcome,
-)
+from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.rewards.failures import failure_flags, split_failures
 
 
 @register("round_robin")

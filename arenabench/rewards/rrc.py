@@ -15,16 +15,15 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.aggregation import kemeny_greedy, order_wins
-from arenabench.rewards.base import (
-    Constructor,
-    Outcome,
-    failure_flags,
-    register,
-    split_failures,
-    trivial_outcome,
-)
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.failures import failure_flags, split_failures
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
+from arenabench.sim import SimulatedReference
 from arenabench.types import Group, MatchResult
+
+# AGR's default reference: the simulator's step-0 policy, for simulated groups (a trainer
+# replaces it with its own policy through ``bind_reference``)
+REFERENCE_POLICIES.register("simulated")(SimulatedReference)
 
 
 def votes_for(m: MatchResult) -> tuple[float, float] | None:
@@ -127,6 +126,11 @@ class RRCAGR(Constructor):
         self.pool = AnchorPool(
             REFERENCE_POLICIES.get(self.reference), self.n_anchors, self.refresh_every, self.pool_path
         )
+
+    def bind_reference(self, policy) -> None:
+        """A trainer's reference policy replaces the simulator's; a named real one stays."""
+        if self.reference == "simulated":
+            self.pool.policy = policy
 
     def prepare(self, group: Group, step: int) -> Group:
         before = self.pool.generated

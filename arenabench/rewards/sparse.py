@@ -25,16 +25,10 @@ from itertools import combinations
 
 import numpy as np
 
-from arenabench.rewards.base import (
-    Outcome,
-    failure_flags,
-    mean_scores,
-    register,
-    split_failures,
-    trivial_outcome,
-)
+from arenabench.rewards.base import Outcome, mean_scores, register, trivial_outcome
 from arenabench.rewards.brackets import anchor_phase, seed_order, single_elimination
 from arenabench.rewards.bradley_terry import BradleyTerryBase, evidence, unit_reward
+from arenabench.rewards.failures import failure_flags, split_failures
 
 OUTCOMES = ("prob", "verdict", "score")
 
@@ -84,13 +78,12 @@ class BTBracket(_Sparse):
     def play(self, group, rng):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
-        n = len(group)
+        flags: Counter[str] = Counter()  # the bracket's tied/failed games
         seed_score, history, _ = yield from anchor_phase(self, group)
         seeds = seed_order(seed_score)
-        flags: Counter[str] = Counter()
         _, champion = yield from single_elimination(self, seeds, history, flags)
         flags.pop("failed_match", None)  # counted once, by failure_flags, in outcome_of
-        return self.outcome_of(n, history, flags, {"seeds": seeds, "champion": champion})
+        return self.outcome_of(len(group), history, flags, {"seeds": seeds, "champion": champion})
 
 
 @register("adaptive_pairs")

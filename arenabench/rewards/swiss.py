@@ -9,14 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import (
-    Constructor,
-    Outcome,
-    mean_scores,
-    register,
-    split_failures,
-    trivial_outcome,
-)
+from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.rewards.failures import split_failures
 
 
 def pair_players(order: list[int], played: set[frozenset]) -> list[tuple[int, int]] | None:

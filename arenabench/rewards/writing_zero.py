@@ -6,14 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arenabench.rewards.base import (
-    Constructor,
-    Outcome,
-    failure_flags,
-    register,
-    split_failures,
-    trivial_outcome,
-)
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.failures import failure_flags, split_failures
 
 
 @register("writing_zero")

@@ -175,12 +175,6 @@ class PolicyReference:
         ]
 
 
-def _bind_reference(constructor, ref: PolicyReference) -> None:
-    for c in (constructor, getattr(constructor, "_inner", None)):
-        if c is not None and hasattr(c, "pool") and c.reference == "simulated":
-            c.pool.policy = ref  # the trainer's reference policy replaces the simulator's
-
-
 def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task) -> dict[str, float]:
     """The policy's greedy answers on every task prompt vs the reference policy's, by true
     quality: ``eval_win_rate`` (ties ½) — the analogue of the papers' judge win rate, which
@@ -225,7 +219,7 @@ def train(
         task.vocab, task.prompt_len + task.response_len, tc["d_model"], tc["n_layer"], tc["n_head"]
     )
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
-    _bind_reference(constructor, PolicyReference(ref, task, T, seed))
+    constructor.bind_reference(PolicyReference(ref, task, T, seed))
     opt = torch.optim.AdamW(policy.parameters(), lr=float(tc["lr"]), weight_decay=0.0)
     ref_greedy = sample(
         ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen
