@@ -7,6 +7,10 @@ expands each match into both orders × votes, drops duplicate requests, sends on
 per judge, retries failures (extra batches, not extra waves), and hands results back.
 Failures that survive the retry budget are counted per group and flagged, never turned
 silently into a tie; each constructor states how it treats a failed match.
+
+One :meth:`Engine.run` is a :class:`StepRun`: its groups in play (:class:`GroupRun`: the
+generator, the asks in flight, the group's :class:`~arenabench.types.Accounting`), a wave at a
+time (``send_wave``), until each constructor's ``finalize`` has built its group's result.
 """
 
 from __future__ import annotations
