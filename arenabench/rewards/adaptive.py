@@ -44,6 +44,9 @@ class Adaptive(Constructor):
         inner = self._inner.prepare(group, step) if routed else group
         return replace(inner, meta={**inner.meta, _ROUTED: routed, "verifier_reward": r})
 
+    def bind_reference(self, policy) -> None:
+        self._inner.bind_reference(policy)
+
     def validate_group(self, group: Group) -> None:
         if group.meta.get(_ROUTED):
             self._inner.validate_group(group)

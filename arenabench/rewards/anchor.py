@@ -4,34 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
-
-
-def anchor_phase(c: Constructor, group):
-    """Yield one wave of (i vs anchor) matches; return (scores, results, n_failed).
-
-    Exploratory score = its bidirectional summed score against the anchor; the anchor's
-    score = the mean of its scores over those comparisons. A failed comparison leaves the
-    explorer's score NaN (and out of the anchor's mean).
-    """
-    a = group.anchor
-    others = [i for i in range(len(group)) if i != a]
-    results = yield [c.match(i, a) for i in others]
-    score = np.full(len(group), np.nan)
-    anchor_side = []
-    failed = 0
-    for m in results:
-        if m.failed:
-            failed += 1
-            continue
-        score[m.i] = m.score_i
-        anchor_side.append(m.score_j)
-    if anchor_side:
-        score[a] = float(np.mean(anchor_side))
-    return score, list(results), failed
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.brackets import anchor_phase
+from arenabench.rewards.failures import failure_flags
 
 
 @register("anchor")

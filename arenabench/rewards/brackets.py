@@ -1,10 +1,52 @@
-"""Bracket helpers shared by the elimination topologies."""
+"""Pieces the elimination topologies share: the anchor seeding phase, the seeded bracket, and
+the helpers they are built from."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from arenabench.types import MatchResult
+from arenabench.rewards.base import Constructor
+from arenabench.rewards.failures import split_failures
+from arenabench.types import Group, MatchResult
+
+
+def anchor_phase(c: Constructor, group: Group):
+    """Yield one wave of (i vs anchor) matches; return (scores, results, n_failed).
+
+    Exploratory score = its bidirectional summed score against the anchor; the anchor's
+    score = the mean of its scores over those comparisons. A failed comparison leaves the
+    explorer's score NaN (and out of the anchor's mean). ArenaRL's anchor topology is this
+    phase alone; the brackets use it to seed.
+    """
+    a = group.anchor
+    others = [i for i in range(len(group)) if i != a]
+    results = yield [c.match(i, a) for i in others]
+    score = np.full(len(group), np.nan)
+    ok, failed = split_failures(results)
+    for m in ok:
+        score[m.i] = m.score_i
+    if ok:
+        score[a] = float(np.mean([m.score_j for m in ok]))
+    return score, list(results), failed
+
+
+def single_elimination(c: Constructor, seeds: list[int], history: list, flags):
+    """Play the seeded bracket of ``seeds`` (best first; byes to the top seeds), one wave a
+    round, recording matches in ``history`` and tie/failure flags in ``flags`` (a Counter).
+    Return (the round each player lost in, the champion getting rounds + 1; the champion)."""
+    seed_pos = {p: k for k, p in enumerate(seeds)}
+    depth = np.zeros(len(seeds))
+    alive = seeded_slots(seeds)
+    rnd = 0
+    while len(alive) > 1:
+        rnd += 1
+        pairs, games = round_pairs(alive)
+        decided = yield from play_games(c, games, seed_pos, history, flags)
+        for _, loser in decided:
+            depth[loser] = rnd
+        alive = advance(pairs, decided)
+    depth[alive[0]] = rnd + 1
+    return depth, alive[0]
 
 
 def bracket_order(size: int) -> list[int]:

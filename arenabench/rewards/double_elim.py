@@ -8,9 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.anchor import anchor_phase
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
-from arenabench.rewards.brackets import advance, play_games, round_pairs, seed_order, seeded_slots
+from arenabench.rewards.brackets import (
+    advance,
+    anchor_phase,
+    play_games,
+    round_pairs,
+    seed_order,
+    seeded_slots,
+)
 
 SEEDINGS = ("random", "anchor")
 

@@ -8,14 +8,8 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import (
-    Constructor,
-    Outcome,
-    failure_flags,
-    mean_scores,
-    register,
-    trivial_outcome,
-)
+from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.rewards.failures import failure_flags, split_failures
 
 
 @register("round_robin")
@@ -33,11 +27,8 @@ class RoundRobin(Constructor):
         results = yield [self.match(i, j) for i, j in combinations(range(n), 2)]
         wins = np.zeros(n)
         decided = np.zeros(n)
-        failed = 0
-        for m in results:
-            if m.failed:
-                failed += 1
-                continue
+        ok, failed = split_failures(results)
+        for m in ok:
             decided[[m.i, m.j]] += 1
             if (w := m.winner) is not None:
                 wins[w] += 1

@@ -15,9 +15,15 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.aggregation import kemeny_greedy, order_wins
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.failures import failure_flags, split_failures
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
+from arenabench.sim import SimulatedReference
 from arenabench.types import Group, MatchResult
+
+# AGR's default reference: the simulator's step-0 policy, for simulated groups (a trainer
+# replaces it with its own policy through ``bind_reference``)
+REFERENCE_POLICIES.register("simulated")(SimulatedReference)
 
 
 def votes_for(m: MatchResult) -> tuple[float, float] | None:
@@ -36,12 +42,9 @@ def tally(size: int, results) -> tuple[np.ndarray, np.ndarray, int]:
     """Vote matrix (W[i, j] = votes for i over j), majority wins per index, failed matches."""
     W = np.zeros((size, size))
     wins = np.zeros(size)
-    failed = 0
-    for m in results:
+    ok, failed = split_failures(results)
+    for m in ok:
         v = votes_for(m)
-        if v is None:
-            failed += 1
-            continue
         W[m.i, m.j], W[m.j, m.i] = v
         o = majority(*v)
         wins[m.i] += o
@@ -124,6 +127,11 @@ class RRCAGR(Constructor):
             REFERENCE_POLICIES.get(self.reference), self.n_anchors, self.refresh_every, self.pool_path
         )
 
+    def bind_reference(self, policy) -> None:
+        """A trainer's reference policy replaces the simulator's; a named real one stays."""
+        if self.reference == "simulated":
+            self.pool.policy = policy
+
     def prepare(self, group: Group, step: int) -> Group:
         before = self.pool.generated
         anchors = self.pool.anchors(group, step)
@@ -166,11 +174,8 @@ class PRC(Constructor):
         reward = np.full(len(group), np.nan)
         reward[a] = 0.5
         probs: list[float] = []
-        failed = 0
-        for m in results:
-            if m.failed:
-                failed += 1
-                continue
+        ok, failed = split_failures(results)
+        for m in ok:
             if math.isnan(m.prob_i):
                 raise ValueError(
                     "prc needs a judge that reports P(A is better) (PairJudgment.prob_a); this judge "

@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
-
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.anchor import anchor_phase
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
-from arenabench.rewards.brackets import advance, play_games, round_pairs, seed_order, seeded_slots
+from arenabench.rewards.brackets import anchor_phase, seed_order, single_elimination
 
 
 @register("seeded_single_elim")
@@ -33,19 +30,9 @@ class SeededSingleElim(Constructor):
         n = len(group)
         seed_score, history, seed_failed = yield from anchor_phase(self, group)
         seeds = seed_order(seed_score)
-        seed_pos = {p: k for k, p in enumerate(seeds)}
-        depth = np.zeros(n)  # round in which a player lost; the champion gets rounds + 1
         flags: Counter[str] = Counter({"failed_seeding": seed_failed} if seed_failed else {})
-        alive = seeded_slots(seeds)
-        rnd = 0
-        while len(alive) > 1:
-            rnd += 1
-            pairs, games = round_pairs(alive)
-            decided = yield from play_games(self, games, seed_pos, history, flags)
-            for _, loser in decided:
-                depth[loser] = rnd
-            alive = advance(pairs, decided)
-        depth[alive[0]] = rnd + 1
+        # depth: the round in which a player lost; the champion gets rounds + 1
+        depth, _ = yield from single_elimination(self, seeds, history, flags)
         rank = ranks_from_keys(depth, mean_scores(n, history))
         return Outcome(
             rank=rank,

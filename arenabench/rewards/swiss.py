@@ -10,6 +10,7 @@ import numpy as np
 
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.rewards.failures import split_failures
 
 
 def pair_players(order: list[int], played: set[frozenset]) -> list[tuple[int, int]] | None:
@@ -70,15 +71,17 @@ class Swiss(Constructor):
                 flags["rematch"] += 1
                 pairs = pair_players(standing, set())
             results = yield [self.match(x, y) for x, y in pairs]
-            for (x, y), m in zip(pairs, results, strict=True):
-                history.append(m)
+            history += results
+            for x, y in pairs:
                 played.add(frozenset((x, y)))
                 opponents[x].append(y)
                 opponents[y].append(x)
-                if m.failed:
-                    flags["failed_match"] += 1
-                elif (w := m.winner) is None:
-                    points[[x, y]] += 0.5
+            ok, failed = split_failures(results)
+            if failed:  # a failed match scores nothing for either side
+                flags["failed_match"] += failed
+            for m in ok:
+                if (w := m.winner) is None:
+                    points[[m.i, m.j]] += 0.5
                 else:
                     points[w] += 1
         buchholz = np.array([sum(points[o] for o in opps) for opps in opponents])

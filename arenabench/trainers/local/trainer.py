@@ -86,12 +86,6 @@ class PolicyReference:
         ]
 
 
-def _bind_reference(constructor, ref: PolicyReference) -> None:
-    for c in (constructor, getattr(constructor, "_inner", None)):
-        if c is not None and hasattr(c, "pool") and c.reference == "simulated":
-            c.pool.policy = ref  # the trainer's reference policy replaces the simulator's
-
-
 def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task) -> dict[str, float]:
     """The policy's greedy answers on every task prompt vs the reference policy's, by true
     quality: ``eval_win_rate`` (ties ½) — the analogue of the papers' judge win rate, which
@@ -137,7 +131,7 @@ def train(
     policy = TinyLM(task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head)
     policy = init_policy(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
-    _bind_reference(constructor, PolicyReference(ref, task, T, seed))
+    constructor.bind_reference(PolicyReference(ref, task, T, seed))
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
     ref_greedy = sample(
         ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen
