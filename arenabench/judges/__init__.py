@@ -1,6 +1,7 @@
 """Judges: anything that answers batches of pairwise or pointwise requests."""
 
 from arenabench.judges.base import PairwiseJudge, PointwiseJudge
+from arenabench.judges.constant import ConstantJudge, FailingJudge
 from arenabench.judges.faults import FaultyJudge, InjectedJudgeError
 from arenabench.judges.simulated import PRESETS, SimulatedJudge, SimulatedJudgeConfig, true_quality
 
@@ -15,6 +16,8 @@ def presets() -> list[str]:
 
 
 __all__ = [
+    "ConstantJudge",
+    "FailingJudge",
     "FaultyJudge",
     "InjectedJudgeError",
     "PairwiseJudge",
