@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from arenabench import rewards
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, mask_unreliable
 from arenabench.diagnostics import pointwise_snr
 from arenabench.engine import Engine
 from arenabench.judges.cache import CachedJudge, JudgmentCache
@@ -39,6 +40,7 @@ STEP_METRICS = (
     "sigma_noise",
     "snr",
     "zero_adv_share",
+    "masked_groups",
     "adv_std",
     "kl",
     "loss",
@@ -218,6 +220,8 @@ def train(
     judge = build_judge(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
     engine = Engine(stack, seed=seed, max_retries=int(tc.get("judge_retries", 2)))
+    max_failed = (cfg.get("engine") or {}).get("max_failed_share", DEFAULT_MAX_FAILED_SHARE)
+    mask_unreliable([], max_failed)  # a bad threshold fails before the first step
     loss_fn = get_policy_loss(tc["algo"])
     T = float(tc["temperature"])
 
@@ -248,7 +252,8 @@ def train(
 
         # 2. rewards → advantages through the engine (all groups' judge calls batched per wave)
         out = engine.run(constructor, groups, step=step)
-        adv = torch.tensor(np.concatenate([r.advantage for r in out.results]), dtype=torch.float32)
+        advs, masked = mask_unreliable(out.results, max_failed)  # groups the judge mostly failed: 0
+        adv = torch.tensor(np.concatenate(advs), dtype=torch.float32)
         calls += out.stats.judge_calls
         failures += out.stats.failures
         retries += out.stats.retries
@@ -290,7 +295,8 @@ def train(
             "sigma_group": probe["sigma_group"],
             "sigma_noise": probe["sigma_noise"],
             "snr": probe["snr"],
-            "zero_adv_share": float(np.mean([not np.any(r.advantage) for r in out.results])),
+            "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
+            "masked_groups": float(masked),
             "adv_std": float(adv.std(unbiased=False)),
             "kl": kl,
             "loss": float(loss.detach()),
