@@ -45,14 +45,18 @@ def rank_rewards(rank: np.ndarray) -> np.ndarray:
 
 
 def standardize(reward: np.ndarray, ddof: int = 0, eps: float = EPS) -> np.ndarray:
-    """GRPO group standardization ``(r − μ)/(σ + ε)``; NaN entries get advantage 0. Rewards too
-    large to square are divided by their largest magnitude first (the same advantages up to ε)."""
+    """GRPO group standardization ``(r − μ)/(σ + ε)``; NaN entries get advantage 0, and equal
+    rewards exactly 0 (their floating-point mean can miss them by an ulp, which ε would blow up to
+    ~1e-10). Rewards too large to square are divided by their largest magnitude first (the same
+    advantages up to ε)."""
     reward = np.asarray(reward, dtype=float)
     ok = ~np.isnan(reward)
     adv = np.zeros(len(reward))
     if ok.sum() <= ddof or ok.sum() < 2:
         return adv
     r = reward[ok]
+    if r.min() == r.max():  # no spread, no advantage: exactly 0 (mean − r can be an ulp, ulp/ε is not 0)
+        return adv
     scale = float(np.abs(r).max())
     if scale > _OVERFLOW:  # r² would overflow to inf (NaN advantages): standardize r/scale instead
         r = r / scale

@@ -292,3 +292,12 @@ def test_local_trainer_rejects_a_bad_threshold():
 
     with pytest.raises(ValueError, match="max_failed_share"):
         train(compose_cfg("steps=1", *SMALL, "engine.max_failed_share=2"), progress=False)
+
+
+def test_equal_rewards_standardize_to_exactly_zero():
+    """0.7 three times has a floating-point mean an ulp off 0.7; divided by σ + ε that was ~1e-10."""
+    from arenabench.advantages import standardize
+
+    for r in ([0.7, 0.7, 0.7], [0.1] * 7, [0.2, 0.2, np.nan]):
+        np.testing.assert_array_equal(standardize(np.array(r)), np.zeros(len(r)))
+    np.testing.assert_allclose(standardize(np.array([1.0, 0.0])), np.array([0.5, -0.5]) / (0.5 + 1e-6))
