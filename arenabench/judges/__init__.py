@@ -7,6 +7,7 @@
 
 from arenabench.judges.accounting import STAT_KEYS
 from arenabench.judges.base import PairwiseJudge, PointwiseJudge
+from arenabench.judges.constant import ConstantJudge, FailingJudge
 from arenabench.judges.factory import JUDGE_KINDS, JUDGES, build, judge_class
 from arenabench.judges.faults import FaultyJudge, InjectedJudgeError
 from arenabench.judges.simulated import PRESETS, SimulatedJudge, SimulatedJudgeConfig, true_quality
@@ -23,6 +24,8 @@ def presets() -> list[str]:
 
 
 __all__ = [
+    "ConstantJudge",
+    "FailingJudge",
     "FaultyJudge",
     "InjectedJudgeError",
     "JUDGES",

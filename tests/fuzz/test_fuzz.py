@@ -1,7 +1,8 @@
 """Input fuzzing (hypothesis): every registered constructor, through the real engine, on hostile
 groups and judges — group sizes 1..64, duplicate and empty texts, extreme lengths, NaN/inf
 qualities, a judge whose replies are random (ties, NaN/±inf, huge scores, bad types,
-probabilities outside [0, 1], failures, whole-batch errors, short batches).
+probabilities outside [0, 1], failures, whole-batch errors, short batches), every simulated preset
+(the integer-grid one ties often), a judge that fails every call and one that ties every call.
 
 Contract: either a ``ValueError`` that says what is wrong, or per group finite advantages of the
 group's length with zero mean (|mean| <= 1e-9 · max(1, max|A|)) and finite rewards; every unusable
@@ -157,7 +158,9 @@ JUDGES = st.one_of(
         probs=st.booleans(),
         p_batch=st.sampled_from([0.0, 0.2, 1.0]),
     ),
-    st.sampled_from(judges.presets()).map(judges.get),
+    st.sampled_from(judges.presets()).map(judges.get),  # the integer preset ties often
+    st.builds(judges.FailingJudge),  # every call fails
+    st.builds(judges.ConstantJudge),  # every comparison ties
     st.builds(
         lambda preset, rate, seed: FaultyJudge(judges.get(preset), rate=rate, seed=seed),
         st.sampled_from(judges.presets()),

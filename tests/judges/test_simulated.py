@@ -90,7 +90,7 @@ def test_negative_noise_is_one_clear_error(field):
 
 def test_bad_preset_and_model_name_the_choices():
     with pytest.raises(
-        ValueError, match="registered: bradley_terry, calibrated, cot, noiseless.*'calibrated'"
+        ValueError, match="registered: bradley_terry, calibrated, cot, integer, noiseless.*'calibrated'"
     ):
         judges.get("calibrted")
     with pytest.raises(ValueError, match="thurstone, bradley_terry"):

@@ -20,6 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from arenabench import judges, rewards
+from arenabench.advantages import mask_unreliable
 from arenabench.diagnostics import pointwise_snr
 from arenabench.engine import Engine
 from arenabench.judges.stack import JudgeStack
@@ -46,6 +47,7 @@ STEP_METRICS = (
     "sigma_noise",
     "snr",
     "zero_adv_share",
+    "masked_groups",
     "adv_std",
     "kl",
     "loss",
@@ -125,6 +127,8 @@ def train(
     judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
     engine = Engine(stack, seed=seed, max_retries=rc.engine.max_retries)
+    max_failed = rc.engine.max_failed_share
+    mask_unreliable([], max_failed)  # a bad threshold fails before the first step
     loss_fn = get_policy_loss(tc.algo)
     T = tc.temperature
 
@@ -154,7 +158,8 @@ def train(
 
         # 2. rewards → advantages through the engine (all groups' judge calls batched per wave)
         out = engine.run(constructor, groups, step=step)
-        adv = torch.tensor(np.concatenate([r.advantage for r in out.results]), dtype=torch.float32)
+        advs, masked = mask_unreliable(out.results, max_failed)  # groups the judge mostly failed: 0
+        adv = torch.tensor(np.concatenate(advs), dtype=torch.float32)
         calls += out.stats.judge_calls
         failures += out.stats.failures
         retries += out.stats.retries
@@ -195,7 +200,8 @@ def train(
             "sigma_group": probe["sigma_group"],
             "sigma_noise": probe["sigma_noise"],
             "snr": probe["snr"],
-            "zero_adv_share": float(np.mean([not np.any(r.advantage) for r in out.results])),
+            "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
+            "masked_groups": float(masked),
             "adv_std": float(adv.std(unbiased=False)),
             "kl": kl,
             "loss": float(loss.detach()),

@@ -17,9 +17,11 @@ group that is complete at that moment to :class:`~arenabench.trainers.verl.scori
 
 Options (``arenabench.*`` in the composed config): ``reward`` / ``judge`` (the conf groups),
 ``timeout_s`` (barrier timeout from a group's first arrival), ``group_size`` (force N),
-``anchor`` (``first`` | ``none``), ``max_retries``, ``seed``, ``log_metrics`` (write per-step
-judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``). ``judge.cache`` and
-``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
+``anchor`` (``first`` | ``none``), ``max_retries``, ``max_failed_share`` (a group with a larger
+share of failed judge requests gets reward 0 for every member, see
+:func:`arenabench.advantages.mask_unreliable`; null never masks), ``seed``, ``log_metrics``
+(write per-step judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``). ``judge.cache``
+and ``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
 from arenabench.trainers.verl.barrier import GroupBarrier
 from arenabench.trainers.verl.scoring import ArenaScorer, Response, expected_group_size, flush_summary
 
@@ -46,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "group_size": None,
     "anchor": "first",
     "max_retries": 2,
+    "max_failed_share": DEFAULT_MAX_FAILED_SHARE,
     "seed": 0,
     "log_metrics": True,
 }
@@ -115,6 +119,7 @@ class ArenaRewardManager(RewardManagerBase):
             seed=int(opts["seed"]),
             anchor=str(opts["anchor"]),
             max_retries=int(opts["max_retries"]),
+            max_failed_share=opts["max_failed_share"],
         )
         self.barrier = GroupBarrier(self._score, timeout_s=float(opts["timeout_s"]))
         self.sink = None
@@ -173,6 +178,7 @@ class ArenaRewardManager(RewardManagerBase):
                 "judge_calls": totals["judge_calls"],  # cumulative, as the local trainer logs it
                 "judge_failures": totals["failures"],
                 "arena/groups": totals["groups"],
+                "arena/masked_groups": self.scorer.masked_groups,  # cumulative, mask_unreliable
                 "arena/flush_groups": len(groups),
                 "arena/timed_out_groups": self.barrier.stats.timed_out,
                 "arena/late_samples": self.barrier.stats.late,
