@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -20,7 +20,7 @@ from arenabench.fidelity import judge_tie_rate, tie_rate_line
 from arenabench.sim import simulate_groups
 from arenabench.types import ConstructorResult, Group, JudgeFailure, PairJudgment, PairRequest, PointRequest
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = ROOT / "conf"
 SMALL = ["trainer.d_model=16", "trainer.n_layer=1", "trainer.n_head=2", "eval_every=0", "tracking=none"]
 
 
