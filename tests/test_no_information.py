@@ -1,6 +1,6 @@
 """Ties and failed judgments outside the constructors: the integer-grid judge preset and its tie
 rate, the degenerate test judges, and flag-aware training (``mask_unreliable`` in the local
-trainer). The constructors' own tie/failure rules are tested in ``test_ties_constructors.py``."""
+trainer). The constructors' own tie/failure rules are tested in ``tests/rewards/test_ties.py``."""
 
 from __future__ import annotations
 
@@ -216,7 +216,9 @@ def test_mask_threshold_must_be_a_share(bad):
 def test_engine_results_of_a_failing_judge_are_masked():
     groups = simulate_groups(3, 8)
     out = Engine(judges.FailingJudge(), max_retries=1).run(rewards.get("seeded_single_elim"), groups)
-    assert all(np.any(r.advantage) for r in out.results)  # the constructor still ranks (phase 2)
+    # issue 13 phase 2: the constructor itself no longer ranks on failures (coin flips separate no
+    # one); the mask is the trainer's second line, for partial outages
+    assert not any(np.any(r.advantage) for r in out.results)
     assert all(failed_share(r) == 1.0 for r in out.results)
     advs, n = mask_unreliable(out.results)
     assert n == 3 and not any(np.any(a) for a in advs)
@@ -266,7 +268,7 @@ def test_local_trainer_masks_groups_above_the_failure_threshold_and_logs_the_cou
     cfg = compose_cfg(
         "steps=4",
         *SMALL,
-        "trainer.judge_retries=0",
+        "engine.max_retries=0",
         "judge.faults={rate:0.2,seed:3,kinds:[malformed]}",
         *extra,
     )

@@ -22,6 +22,10 @@ class Adaptive(Constructor):
     (any registered constructor, built with ``tournament_params``). ``extra["summary"]``
     records ``routed`` and ``zero_adv_before`` per group; :func:`routing_report` sums them.
     ``votes``/``ddof`` of this wrapper apply to the verifier path; the tournament has its own.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. Equal verifier rewards carry none and are routed to the
+    tournament, whose own tie/failure rule then applies (all ties or all failures: advantage 0).
     """
 
     verifier: str = "exact_match"

@@ -16,6 +16,11 @@ class Anchor(Constructor):
     """Rank by score against the greedy anchor (the anchor by its mean score). Cheapest
     topology; cannot resolve two explorers that beat the anchor by similar margins.
     A failed comparison leaves that explorer unranked (advantage 0, flagged).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. Equal scores against the anchor share their rank (nothing
+    breaks them by index); a judge that ties every call gives every explorer the anchor's own
+    score, and one that fails every call leaves everyone unranked: advantage 0.
     """
 
     needs_anchor = True

@@ -39,6 +39,12 @@ class ReasoningArenaLive(_ArenaBase):
     comparisons (18 at N = 8) in N − 1 waves. "Current" = the BT fit so far, ties by
     arrival. Then BT over everything, min-max to [0, 1] (γ = ``gamma``, L2 = ``l2``; our
     defaults — a trace with no successful comparison is unranked, flagged).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A tie is ½ to each side (the paper's soft outcome) and a
+    failed comparison is no observation, so all ties give equal strengths and all failures no
+    evidence: advantage 0. Arrival order and "ties by arrival" only choose which pairs are asked;
+    the reward is the BT fit of the judge's verdicts alone.
     """
 
     def play(self, group, rng):
@@ -64,7 +70,12 @@ class ReasoningArenaLive(_ArenaBase):
 @dataclass
 class ReasoningArenaFull(_ArenaBase):
     """The O(N²) reference of :class:`ReasoningArenaLive`: every pair once, same outcomes,
-    BT fit and min-max."""
+    BT fit and min-max.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. As for ``reasoning_arena_live``: a tie is ½ each, a failure
+    no observation; all ties or all failures give advantage 0.
+    """
 
     def play(self, group, rng):
         if why := self.trivial(group):

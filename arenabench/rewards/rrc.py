@@ -52,6 +52,24 @@ def tally(size: int, results) -> tuple[np.ndarray, np.ndarray, int]:
     return W, wins, failed
 
 
+def pool_unsupported(wins: np.ndarray, order, W: np.ndarray) -> np.ndarray:
+    """CARA's win counts, with every run of neighbours in the Kemeny ``order`` that no evidence
+    separates (equal votes both ways and equal Borda counts ``W.sum(1)``) sharing its mean."""
+    out = np.asarray(wins, dtype=float).copy()
+    order = [int(x) for x in order]
+    borda = W.sum(1)
+    run = [order[0]] if order else []
+    for a, b in zip(order, order[1:], strict=False):
+        if W[a, b] == W[b, a] and borda[a] == borda[b]:
+            run.append(b)
+            continue
+        out[run] = out[run].mean()
+        run = [b]
+    if run:
+        out[run] = out[run].mean()
+    return out
+
+
 def three_cycles(W: np.ndarray) -> int:
     """Directed 3-cycles of the strict-majority graph (trace(M³)/3): intransitive triples."""
     M = (W > W.T).astype(np.int64)
@@ -72,6 +90,12 @@ class RRCSCR(Constructor):
     each trajectory's total votes) and the reward is α·(its win counts, N−1 … 0), so cyclic
     preferences cannot cancel out. A failed pair gives no
     win to either side (flagged); under CARA it carries no weight.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. The majority already counts a split vote (every 2V-sample tie) as ½
+    for each side, so all ties give every trajectory (N−1)/2 and all failures 0: equal rewards.
+    Under CARA, neighbours of the Kemeny order that are tied in votes and in Borda count were
+    put in order by index alone; such runs share their mean win count.
     """
 
     alpha: float = 0.1
@@ -96,7 +120,7 @@ class RRCSCR(Constructor):
         }
         if self.cara:
             order, cost = kemeny_greedy(W, tiebreak=W.sum(1))  # equal margins: Borda count
-            wins = order_wins(order)
+            wins = pool_unsupported(order_wins(order), order, W)
             extra.update(kemeny_order=order, kemeny_disagreement=cost)
         flags = failure_flags(failed)
         return Outcome(reward=self.alpha * wins, flags=flags, extra=extra)
@@ -111,6 +135,11 @@ class RRCAGR(Constructor):
     prompt, reused every step (cost counted once: ``extra["summary"]["reference_rollouts"]``),
     regenerated every ``refresh_every`` steps if > 0, stored at ``pool_path`` if given. A
     failed pair is no win (flagged). Replace ``pool`` to use precomputed anchors.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A split vote is ½ a win and a failed pair none, for every rollout
+    alike, so all ties or all failures give equal rewards (advantage 0); nothing is ordered by
+    index or seed.
     """
 
     alpha: float = 0.1
@@ -162,6 +191,11 @@ class PRC(Constructor):
     probabilities saturate near 0 and 1 — ``extra`` holds their 10-bucket histogram and
     ``summary["prob_extreme"]``, the share in [0, 0.1] ∪ [0.9, 1]. A failed comparison
     leaves that candidate unranked (flagged).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A judge that cannot tell the pair apart reports P = ½, the reference's
+    own reward, so all ties give equal rewards; all failures leave only the reference ranked
+    (advantage 0 for everyone).
     """
 
     needs_anchor = True

@@ -67,10 +67,16 @@ class _Sparse(BradleyTerryBase):
 @dataclass
 class BTBracket(_Sparse):
     """Seeded single-elimination's matches — anchor seeding (N−1, one wave), then the seeded
-    bracket (N−1, ⌈log2 N⌉ waves; byes to top seeds; a tied or failed match advances the
-    higher seed, flagged) — 2N−2 comparisons; the reward is the estimate over all of them
-    (Bradley-Terry by default), not survival depth. See the module docstring for outcomes,
-    ties and failures.
+    bracket (N−1, ⌈log2 N⌉ waves; byes to top seeds) — 2N−2 comparisons; the reward is the
+    estimate over all of them (Bradley-Terry by default), not survival depth. See the module
+    docstring for outcomes, ties and failures.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. The bracket only chooses which pairs are asked: equal or NaN seeding
+    scores are ordered by a seeded random permutation, and a tied or failed game advances the
+    player with the higher mean score so far, else a seeded coin flip (as in
+    ``seeded_single_elim``, never the higher seed by index); the reward comes from the judge's
+    evidence alone, so ties and failures move no one (all ties or all failures: zero advantage).
     """
 
     needs_anchor = True
@@ -80,8 +86,8 @@ class BTBracket(_Sparse):
             return trivial_outcome(group, why)
         flags: Counter[str] = Counter()  # the bracket's tied/failed games
         seed_score, history, _ = yield from anchor_phase(self, group)
-        seeds = seed_order(seed_score)
-        _, champion = yield from single_elimination(self, seeds, history, flags)
+        seeds = seed_order(seed_score, rng)
+        _, champion = yield from single_elimination(self, seeds, history, flags, rng)
         flags.pop("failed_match", None)  # counted once, by failure_flags, in outcome_of
         return self.outcome_of(len(group), history, flags, {"seeds": seeds, "champion": champion})
 
@@ -97,6 +103,11 @@ class AdaptivePairs(_Sparse):
     min(budget, N(N−1)/2) comparisons in 1 + ``rounds`` waves (fewer when every pair has been
     played). See the module docstring for outcomes, ties and failures (a failed pair is not
     replayed).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. The estimate gaps (ties by index) only choose which pairs
+    are asked; the reward is the estimate from the judge's evidence alone, in which a tie is ½
+    each and a failure nothing: all ties or all failures give advantage 0.
     """
 
     needs_anchor = True

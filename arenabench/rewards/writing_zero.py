@@ -16,6 +16,11 @@ class WritingZero(Constructor):
     """Each rollout is compared with one reference drawn uniformly from the *other* rollouts
     of its group: +1 for a win, −1 for a loss, 0 for a tie; N comparisons in one wave (a
     pair drawn twice is judged once). A failed comparison leaves the rollout unranked.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A tie scores 0, as the paper has it, so all ties give equal
+    rewards and all failures leave everyone unranked (advantage 0). The peers are drawn from the
+    group's seeded ``rng``, never by index.
     """
 
     def play(self, group, rng):
