@@ -349,6 +349,9 @@ class ArenaReward:
             "arena/failures_total": self.totals["failures"],
             "arena/masked_groups_total": self.totals["masked_groups"],
         }
+        if self.quality is not None:  # the simulated judge's hidden quality: is the policy improving?
+            q = [t.meta["quality"] for g in groups for t in g.trajectories]
+            metrics["arena/true_quality"] = float(np.mean(q))
         metrics.update({f"arena/{k}": float(v) for k, v in stack_metrics.items()})
         call = RewardCall(step, groups, list(out.results), out.stats, values, masked, metrics)
         self.history.append(call)

@@ -172,6 +172,8 @@ def test_metrics_reach_log_metric_and_totals_accumulate(tmp_path):
     assert m["arena/cache_hits"][1] == m["arena/judge_calls"][1] > 0 and m["arena/cache_misses"][1] == 0
     assert m["arena/judge_calls_total"][1] == m["arena/judge_calls"][0] + m["arena/judge_calls"][1]
     assert m["arena/routed_share"] == [1.0, 1.0] and m["arena/waves"] == [3.0, 3.0]
+    q = [t.meta["quality"] for g in reward.history[-1].groups for t in g.trajectories]  # overlap quality
+    assert m["arena/true_quality"][-1] == pytest.approx(np.mean(q)) and -2 <= min(q) <= max(q) <= 2
     assert [c.step for c in reward.history] == [0, 1]
 
 
