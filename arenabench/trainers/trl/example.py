@@ -4,7 +4,8 @@
                                                                    # simulated judge, 3 steps, CPU
     python -m arenabench.trainers.trl.example --report-to mlflow   # + an MLflow run ($MLFLOW_TRACKING_URI)
     python -m arenabench.trainers.trl.example --model Qwen/Qwen3-0.6B --judge openai \\
-        --judge-url http://127.0.0.1:8000 --judge-model Qwen/Qwen3-8B --steps 100   # a `vllm serve` judge
+        --judge-url http://127.0.0.1:8000 --judge-model Qwen/Qwen3-8B --api-key-env '' \\
+        --device auto --steps 100                                  # a `vllm serve` judge
 
 The default model is built locally (:func:`arenabench.tiny_model.build_tiny_model` on the verl
 adapter's colour-word corpus: a BPE tokenizer and a random 2-layer Llama); the prompts ask to copy a
@@ -61,7 +62,13 @@ def judge_config(args: argparse.Namespace) -> dict[str, Any]:
             "base_urls": [u.strip() for u in args.judge_url.split(",") if u.strip()],
             "model": args.judge_model,
             "rubric": args.rubric,
+            "api_key_env": args.api_key_env or None,
+            "max_tokens": args.judge_max_tokens,
         }
+        if args.structured == "regex":  # vLLM's structured outputs: only consistent verdicts parse
+            from arenabench.judges.prompts import consistent_verdict_regex
+
+            cfg["extra_body"] = {"structured_outputs": {"regex": consistent_verdict_regex()}}
     else:
         cfg = {"kind": "simulated", "preset": args.preset, "quality": "overlap"}
     if args.judge_cache:
@@ -135,6 +142,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--judge-model", default=None, help="openai: the served model name")
     p.add_argument("--rubric", default="open_writing", help="openai: the judge rubric")
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="openai: env var with the key ('' for none)"
+    )
+    p.add_argument("--judge-max-tokens", type=int, default=512, help="openai: max tokens per verdict")
+    p.add_argument(
+        "--structured",
+        choices=("regex", "none"),
+        default="regex",
+        help="openai: hold verdicts to the consistent-verdict regex (vLLM servers); none: free text",
+    )
     p.add_argument("--judge-cache", default=None, help="sqlite judgment cache path")
     p.add_argument("--faults", type=float, default=0.0, help="injected judge fault rate (rehearsal)")
     p.add_argument("--output", choices=OUTPUTS, default="advantage")

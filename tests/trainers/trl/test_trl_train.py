@@ -199,3 +199,20 @@ def test_cispo_loss_runs_on_arena_rewards(tmp_path, model_dir):
     trainer.train()
     reward.close()
     assert trainer.state.global_step == 1 and len(arena_rows(trainer)) == 1
+
+
+@pytest.mark.vllm
+def test_example_with_a_vllm_serve_judge(tmp_path, model_dir, vllm_server):
+    """The openai judge flags: a real ``vllm serve`` (the tiny judge model) answers every wave."""
+    url, served = vllm_server
+    args = args_for(
+        tmp_path, model_dir, "--steps", "1", "--judge", "openai", "--judge-url", url, "--judge-model", served,
+        "--api-key-env", "", "--judge-max-tokens", "64", "--rubric", "open_writing",
+    )  # fmt: skip
+    trainer, reward = example.make_trainer(args)
+    trainer.train()
+    reward.close()
+    (row,) = arena_rows(trainer)
+    assert row["arena/judge_calls"] == 2 * 6 * K and row["arena/failures"] == 0
+    assert row["arena/judge_prompt_tokens"] > 0 and row["arena/judge_completion_tokens"] > 0
+    assert reward.history[-1].values.count(None) == 0 and trainer.state.global_step == 1
