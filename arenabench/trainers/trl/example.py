@@ -25,6 +25,11 @@ from arenabench.trainers.trl.reward import OUTPUTS, RECOMMENDED_SCALE_REWARDS, A
 from arenabench.trainers.verl.tiny_model import CHAT_TEMPLATE, SPECIAL, WORDS, corpus
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # TRL 1.16's
+# TRL's CISPO caps the IS weight at ``epsilon_high`` itself (``clamp(r, max=epsilon_high)``), not at
+# 1 + epsilon_high, and epsilon_high defaults to epsilon = 0.2: a cap of 0.2 scales every on-policy
+# token by 0.2. 1.2 is the local trainer's and verl's cap (clip_ratio_high = 0.2, no lower clip):
+# the same objective as arenabench.trainers.losses.cispo_loss. ScaleRL (TRL's docs) uses 5.0.
+CISPO_EPSILON_HIGH = 1.2
 
 
 def build_model(path: str | Path) -> Path:
@@ -118,6 +123,11 @@ def make_trainer(
         dataloader_num_workers=0,
         disable_tqdm=not args.progress,
     )
+    epsilon_high = args.epsilon_high
+    if epsilon_high is None and args.loss_type == "cispo":
+        epsilon_high = CISPO_EPSILON_HIGH
+    if epsilon_high is not None:
+        cfg["epsilon_high"] = epsilon_high
     cfg.update(config_overrides)
     config = GRPOConfig(**cfg)
     if check:
@@ -163,6 +173,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--loss-type", choices=LOSS_TYPES, default="grpo")
     p.add_argument("--beta", type=float, default=0.0, help="KL coefficient (0: no reference model)")
+    p.add_argument(
+        "--epsilon-high",
+        type=float,
+        default=None,
+        help=f"TRL's epsilon_high (default: TRL's; cispo: {CISPO_EPSILON_HIGH}, the IS-weight cap itself)",
+    )
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--prompts-per-step", type=int, default=2)
     p.add_argument("--num-generations", type=int, default=4)

@@ -195,7 +195,8 @@ def test_a_judge_failing_every_call_gives_none_and_training_goes_on(tmp_path, mo
 def test_cispo_loss_runs_on_arena_rewards(tmp_path, model_dir):
     args = args_for(tmp_path, model_dir, "--steps", "1", "--loss-type", "cispo")
     trainer, reward = example.make_trainer(args)
-    assert trainer.loss_type == "cispo"
+    # TRL caps CISPO's IS weight at epsilon_high itself: the example sets the local trainer's 1.2
+    assert trainer.loss_type == "cispo" and trainer.epsilon_high == example.CISPO_EPSILON_HIGH == 1.2
     trainer.train()
     reward.close()
     assert trainer.state.global_step == 1 and len(arena_rows(trainer)) == 1
