@@ -20,7 +20,8 @@ batch (``"batch"``), or not at all (``"none"``). A completion whose every reward
   the advantages are already centred, so TRL's centring changes nothing and TRL's advantage equals
   the engine's (to float32) — the equivalent of verl's pass-through ``adv_estimator=arenabench``.
   With ``"group"`` TRL would standardize them again with ddof 1 (every advantage × √((N−1)/N),
-  0.866 at N = 4, 0.935 at N = 8); with ``"batch"`` by the batch std (≈ the same factor).
+  0.866 at N = 4, 0.935 at N = 8); with ``"batch"`` by the batch std (× √((KN−1)/KN) over K
+  groups when none is constant).
 * ``output="reward"`` returns the constructor's raw reward (ArenaRL's rank reward ``1 − rank/(N−1)``
   for tournaments, the judge score for ``pointwise``): TRL's own GRPO recipe, to be used with
   ``scale_rewards="group"``; the advantages then differ from the paper's by the ddof-1 factor above
@@ -311,11 +312,15 @@ class ArenaReward:
     def _run(self, prompts, completions, kwargs) -> RewardCall:
         state = kwargs.get("trainer_state")
         groups = self.groups(prompts, completions, **kwargs)
-        with self._lock:
+        with self._lock:  # one engine run at a time: the stack's per-step counters belong to it
             step = int(state.global_step) if state is not None else self.calls
             out = self.engine.run(self.constructor, groups, step=step)
             stack_metrics = self.stack.step_metrics()
             self.calls += 1
+            call = self._record(step, groups, out, stack_metrics)
+        return call
+
+    def _record(self, step: int, groups: list[Group], out, stack_metrics: dict[str, float]) -> RewardCall:
         values: list[float | None] = []
         masked = []
         routed = []
@@ -327,7 +332,7 @@ class ArenaReward:
             src = res.advantage if self.output == "advantage" else res.reward
             for i in range(len(res.advantage)):
                 if bad or math.isnan(float(res.rank[i])) or not math.isfinite(float(src[i])):
-                    values.append(None)
+                    values.append(None)  # no information: TRL leaves it out (advantage 0)
                 else:
                     values.append(float(src[i]))
         n_none = sum(v is None for v in values)

@@ -154,6 +154,8 @@ def test_how_rewards_compose_with_trl_scale_rewards(tmp_path, model_dir, output,
         assert np.allclose(got, engine_adv, atol=1e-6)
     if output == "advantage" and scale == "group":  # re-standardized with ddof 1: × √((N−1)/N)
         assert np.allclose(got, engine_adv * math.sqrt((N - 1) / N), atol=1e-3)
+    if output == "advantage" and scale == "batch" and all(np.ptp(x.advantage) > 0 for x in res):
+        assert np.allclose(got, engine_adv * math.sqrt((K * N - 1) / (K * N)), atol=1e-3)
     if output == "reward" and scale == "group":  # TRL's recipe on rank rewards: the same factor
         assert np.allclose(got, engine_adv * math.sqrt((N - 1) / N), atol=1e-3)
 
