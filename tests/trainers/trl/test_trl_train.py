@@ -194,14 +194,19 @@ def test_a_judge_failing_every_call_gives_none_and_training_goes_on(tmp_path, mo
     assert np.allclose(np.array(trainer._logs["advantages"]), 0.0)  # TRL: None → NaN → advantage 0
 
 
-def test_cispo_loss_runs_on_arena_rewards(tmp_path, model_dir):
-    args = args_for(tmp_path, model_dir, "--steps", "1", "--loss-type", "cispo")
-    trainer, reward = example.make_trainer(args)
-    # TRL caps CISPO's IS weight at epsilon_high itself: the example sets the local trainer's 1.2
-    assert trainer.loss_type == "cispo" and trainer.epsilon_high == example.CISPO_EPSILON_HIGH == 1.2
+@pytest.mark.parametrize("loss_type", example.LOSS_TYPES)
+def test_every_trl_loss_type_trains_on_arena_rewards(tmp_path, model_dir, loss_type):
+    args = args_for(tmp_path, model_dir, "--steps", "1", "--loss-type", loss_type)
+    overrides = {"importance_sampling_level": "sequence"} if loss_type == "luspo" else {}  # LUSPO needs it
+    trainer, reward = example.make_trainer(args, **overrides)
+    assert trainer.loss_type == loss_type
+    if loss_type == "cispo":  # TRL caps CISPO's IS weight at epsilon_high itself: the example sets 1.2
+        assert trainer.epsilon_high == example.CISPO_EPSILON_HIGH == 1.2
     trainer.train()
     reward.close()
-    assert trainer.state.global_step == 1 and len(arena_rows(trainer)) == 1
+    (row,) = arena_rows(trainer)
+    assert trainer.state.global_step == 1 and row["arena/judge_calls"] == 2 * 6 * K
+    assert math.isfinite(row["loss"]) and row["grad_norm"] > 0  # the arena advantages moved the policy
 
 
 @pytest.mark.vllm
