@@ -68,6 +68,7 @@ def test_grpo_trains_with_seeded_single_elim_and_logs_judge_metrics(tmp_path, mo
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "trl-test")
     args = args_for(tmp_path, model_dir, "--steps", "3", "--report-to", "mlflow", "--seed", "3")
     trainer, reward = example.make_trainer(args)
+    assert trainer._has_async_funcs  # TRL awaits it on its event-loop thread; the engine runs in ours
     trainer.train()
     reward.close()
     assert trainer.state.global_step == 3 and reward.calls == 3  # one generation batch per step
