@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo test test-fast test-verl bench-quick lint fidelity bench vllm clean
+.PHONY: demo test test-fast test-verl bench-quick lint fidelity fidelity-integer bench vllm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ demo: $(VENV)/.base  ## CPU training sweeps (table2, snr_dynamics) -> results/ml
 
 fidelity: $(VENV)/.base  ## the fidelity study on the calibrated simulated judge -> results/fidelity.*
 	$(PY) experiments/fidelity_study.py --out results
+
+fidelity-integer: $(VENV)/.base  ## the same on the integer-grid judge (ties) -> results/integer/fidelity.*
+	$(PY) experiments/fidelity_study.py --out results/integer --judge integer
 
 bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, BT/Kemeny vs choix, trainer, fidelity frontier -> results/bench/ (~5 min on 2 cores)
 	$(PY) benchmarks/run_all.py --out results/bench

@@ -1,7 +1,9 @@
 """The main demo: the fidelity study for every constructor (+ a few variants) at N ∈ {4, 8, 16}.
 
 Writes results/fidelity.{md,csv,json} and results/fidelity_frontier.png.
-Run: ``make fidelity`` (or ``python experiments/fidelity_study.py --out results``).
+Run: ``make fidelity`` (or ``python experiments/fidelity_study.py --out results``). On the
+integer-grid judge (ties): ``make fidelity-integer`` (``--out results/integer --judge integer``),
+the same files under results/integer/.
 """
 
 from __future__ import annotations
