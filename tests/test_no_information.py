@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, Scripted
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -93,21 +93,6 @@ def test_score_grid_must_be_a_positive_integer(bad):
 
 
 # --------------------------------------------------------------------------- tie rate
-
-
-class Scripted:
-    """Pairwise replies from a table ``{(text of A, text of B): (score_a, score_b)}``."""
-
-    def __init__(self, table):
-        self.table = table
-
-    def judge_pairs(self, requests):
-        return [
-            PairJudgment(*self.table[(r.a.text, r.b.text)])
-            if (r.a.text, r.b.text) in self.table
-            else JudgeFailure("not scripted")
-            for r in requests
-        ]
 
 
 def test_tie_rate_counts_single_orders_and_summed_matches_exactly():

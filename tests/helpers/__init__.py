@@ -22,3 +22,21 @@ def compose_cfg(*overrides, config_name: str = "train") -> dict:
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return OmegaConf.to_container(compose(config_name, overrides=list(overrides)), resolve=True)
+
+
+class Scripted:
+    """A pairwise judge that answers from a table ``{(text of A, text of B): (score_a, score_b)}``
+    and fails any request it has no entry for (exact fixtures for tie and failure rules)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def judge_pairs(self, requests):
+        from arenabench.types import JudgeFailure, PairJudgment
+
+        return [
+            PairJudgment(*self.table[(r.a.text, r.b.text)])
+            if (r.a.text, r.b.text) in self.table
+            else JudgeFailure("not scripted")
+            for r in requests
+        ]

@@ -129,8 +129,8 @@ def test_sampled_eval_uses_its_own_fixed_generator():
 
 def test_new_metrics_are_logged_every_step_and_the_oracle_arm_is_aligned(tmp_path):
     """3 steps of the real trainer (oracle arm) into a temporary sqlite MLflow store."""
-    from mlflow.tracking import MlflowClient
     from helpers import compose_cfg
+    from mlflow.tracking import MlflowClient
 
     from arenabench.tracking import Tracker
     from arenabench.trainers.local.trainer import STEP_METRICS, train

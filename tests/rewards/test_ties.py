@@ -21,10 +21,11 @@ import math
 import numpy as np
 import pytest
 from conftest import make_group
+from helpers import Scripted
 
 from arenabench import Engine, Group, Trajectory, judges, rewards
 from arenabench.advantages import standardize
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest
+from arenabench.types import PairRequest
 
 SIZES = [2, 3, 7, 8, 16]
 # controls that read the hidden true quality and never ask the judge: a failing or tying judge
@@ -132,21 +133,6 @@ def test_equal_quality_anchor_gets_no_systematic_advantage(name, preset):
 
 
 # --------------------------------------------------------------------------- (iii)
-
-
-class Scripted:
-    """Pairwise replies from a table ``{(text of A, text of B): (score_a, score_b)}`` (0–10)."""
-
-    def __init__(self, table):
-        self.table = table
-
-    def judge_pairs(self, requests):
-        return [
-            PairJudgment(*self.table[(r.a.text, r.b.text)])
-            if (r.a.text, r.b.text) in self.table
-            else JudgeFailure("not scripted")
-            for r in requests
-        ]
 
 
 # per order (A, B) -> (score_a, score_b); each match's two orders are summed
