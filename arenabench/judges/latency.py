@@ -222,7 +222,9 @@ class ServedJudge(WrapperStats):
     @staticmethod
     def _peak(events: list[tuple[float, int]]) -> int:
         peak = cur = 0
-        for _, d in sorted(events):  # an end (−1) sorts before a start (+1) at the same instant
+        # an end (−1) sorts before a start (+1) at the same instant; times to the nanosecond, since
+        # a loop timer's ``now + (due − now)`` can land an ulp before ``due``
+        for _, d in sorted((round(t, 9), d) for t, d in events):
             cur += d
             peak = max(peak, cur)
         return peak
@@ -288,7 +290,13 @@ class _VirtualSelector:
             return events
         if timeout is None:  # nothing scheduled: only a thread can wake us
             return self._real.select(None)
-        self._loop.virtual_now += timeout
+        loop = self._loop
+        target = loop.virtual_now + timeout
+        if loop._scheduled:  # land exactly on the timer (now + (when − now) can fall 1 ulp short)
+            when = loop._scheduled[0]._when
+            if abs(when - target) < 1e-6:
+                target = max(target, when)
+        loop.virtual_now = target
         return []
 
     def __getattr__(self, name):
