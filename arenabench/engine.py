@@ -525,7 +525,7 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
     flat = probs[0] + probs[1]
     prob_i = math.nan
     if flat and None not in flat:  # mean over orders of each order's mean P(i better)
-        prob_i = float(np.mean([np.mean(p) for p in probs[:n_orders] if p]))
+        prob_i = _mean([_mean(p) for p in probs[:n_orders] if p])
     return MatchResult(
         ask.i,
         ask.j,
@@ -541,7 +541,21 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
 def _score_result(ask: Score, got: list) -> ScoreResult:
     """A score's result: the mean of its successful votes (NaN and ``failed`` if none)."""
     ok = [float(x) for x in got if x is not None]
-    return ScoreResult(ask.i, float(np.mean(ok)) if ok else math.nan, failed=not ok, samples=ok)
+    return ScoreResult(ask.i, _mean(ok) if ok else math.nan, failed=not ok, samples=ok)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    """``float(np.mean(xs))``, bit for bit, without numpy's per-call cost for 1 or 2 values (a
+    match's orders, a score's votes). numpy's float64 add-reduce starts from the first value and
+    adds the pairwise sum of the rest, which for fewer than 8 values is ``0.0 + x1 + ...``; hence
+    ``x0 + (0.0 + x1)`` (the ``0.0 +`` matters for signed zeros) divided by the count. Longer
+    lists go to numpy. (numpy's overflow RuntimeWarning is not raised on the short path.)"""
+    n = len(xs)
+    if n == 1:
+        return (float(xs[0]) + 0.0) / 1.0
+    if n == 2:
+        return (float(xs[0]) + (0.0 + float(xs[1]))) / 2.0
+    return float(np.mean(xs))
 
 
 def _with_attempt(req, attempt: int):
