@@ -11,12 +11,42 @@ silently into a tie; each constructor states how it treats a failed match.
 One :meth:`Engine.run` is a :class:`StepRun`: its groups in play (:class:`GroupRun`: the
 generator, the asks in flight, the group's :class:`~arenabench.types.Accounting`), a wave at a
 time (``send_wave``), until each constructor's ``finalize`` has built its group's result.
+
+Two schedules (``Engine(schedule=...)``):
+
+* ``"lockstep"`` — the above: wave w + 1 of every group waits for wave w of all groups. The
+  mode for batch engines (vLLM offline: one ``generate`` per wave is what keeps it busy) and
+  for the simulated judges.
+* ``"pipelined"`` — :class:`PipelinedStepRun`: every group advances on its own under asyncio;
+  its next wave goes out as soon as its previous one is answered. Requests go to the judge one
+  at a time (``ajudge_pairs([req])`` / ``ascore_points([req])`` when the judge has them, else
+  its sync method in a worker thread), at most ``max_inflight`` in flight across all groups (a
+  shared limit). The mode for a served judge with continuous batching (:class:`OpenAIJudge`),
+  where a lockstep wave waits for its slowest reply.
+* ``"auto"`` (default) — pipelined when every judge the engine holds says
+  ``prefers_pipelined = True``, lockstep otherwise (so the simulated and vLLM judges, and any
+  wrapper that does not forward the attribute, run exactly as before).
+
+What a group gets is the same in both schedules for a judge whose reply is a function of the
+request (content, sample, attempt), as every judge here is: a group's generator, its rng, its
+asks and each request's attempts are the same; only the time at which it gets them differs.
+Accounting is the same except ``judge_batches`` (pipelined: one per request sent) and the
+scope of deduplication: lockstep shares a duplicate request among all asks of one *wave* (all
+groups); pipelined shares it within one group's wave and with any identical request *in flight*
+(another group's, sent and not yet answered), so two groups asking the same request at
+different times each pay for it. ``StepStats.waves`` is the largest number of waves any group
+played (= lockstep's count). A judge whose answers depend on the batch they arrive in (the
+``raise`` kind of :class:`~arenabench.judges.faults.FaultyJudge`, drawn per batch) answers
+differently when the batches differ.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -62,22 +92,92 @@ class StepResult:
     stats: StepStats
 
 
-class Engine:
-    """Runs a constructor over a step's groups against a pairwise and/or pointwise judge."""
+SCHEDULES = ("lockstep", "pipelined", "auto")
+DEFAULT_MAX_INFLIGHT = 64  # pipelined: requests in flight when neither the engine nor the judge says
 
-    def __init__(self, judge=None, pointwise_judge=None, *, max_retries: int = 2, seed: int = 0):
+
+class Engine:
+    """Runs a constructor over a step's groups against a pairwise and/or pointwise judge.
+
+    ``schedule``: ``"lockstep"``, ``"pipelined"`` or ``"auto"`` (see the module doc);
+    ``max_inflight``: the pipelined schedule's limit on requests in flight across all groups
+    (default: the judge's ``max_concurrency`` if it has one, else 64).
+    """
+
+    def __init__(
+        self,
+        judge=None,
+        pointwise_judge=None,
+        *,
+        max_retries: int = 2,
+        seed: int = 0,
+        schedule: str = "auto",
+        max_inflight: int | None = None,
+    ):
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0; got {max_retries}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}; got {schedule!r}")
+        if max_inflight is not None and (not isinstance(max_inflight, int) or max_inflight < 1):
+            raise ValueError(f"max_inflight must be None or an integer >= 1; got {max_inflight!r}")
         self.judge = judge
         self.pointwise_judge = pointwise_judge if pointwise_judge is not None else judge
         self.max_retries = max_retries
         self.seed = seed
+        self.schedule = schedule
+        self.max_inflight = max_inflight
+
+    @property
+    def resolved_schedule(self) -> str:
+        """``"lockstep"`` or ``"pipelined"``: ``auto`` resolved against the judges."""
+        if self.schedule != "auto":
+            return self.schedule
+        held = [j for j in (self.judge, self.pointwise_judge) if j is not None]
+        return (
+            "pipelined" if held and all(getattr(j, "prefers_pipelined", False) for j in held) else "lockstep"
+        )
+
+    @property
+    def inflight_limit(self) -> int:
+        if self.max_inflight is not None:
+            return self.max_inflight
+        limit = getattr(self.judge, "max_concurrency", None)
+        return limit if isinstance(limit, int) and limit >= 1 else DEFAULT_MAX_INFLIGHT
 
     def run(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
+        if self.resolved_schedule == "pipelined":
+            return _run_coroutine(self.arun(constructor, groups, step=step))
         run = StepRun(self, constructor, groups, step)
         while run.playing:
             run.send_wave()
         return run.finish()
+
+    async def arun(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
+        """One step on the pipelined schedule, in the running event loop (whatever ``schedule``)."""
+        return await PipelinedStepRun(self, constructor, groups, step).play()
+
+
+def _run_coroutine(coro):
+    """``asyncio.run(coro)``; from inside a running loop, in a short-lived thread (which blocks
+    the calling loop until done, like :class:`OpenAIJudge`'s sync entry point)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict = {}
+
+    def worker() -> None:
+        try:
+            box["out"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["exc"] = exc
+
+    thread = threading.Thread(target=worker, name="arenabench-engine", daemon=True)
+    thread.start()
+    thread.join()
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
 
 
 @dataclass
@@ -166,19 +266,7 @@ class StepRun:
                 cost.retries += n
                 cost.judge_calls += n
 
-        replies: dict[int, Replies] = {}
-        for g, run in self.playing.items():
-            replies[g] = []
-            for ask, r in zip(run.asks, refs[g], strict=True):
-                if isinstance(ask, Match):
-                    got = [(order, pair_out[idx]) for order, idx in r]
-                    replies[g].append(_match_result(ask, got))
-                    run.cost.failures += sum(rep is None for _, rep in got)
-                else:
-                    got = [point_out[idx] for idx in r]
-                    replies[g].append(_score_result(ask, got))
-                    run.cost.failures += sum(rep is None for rep in got)
-        return replies
+        return {g: _group_replies(run, refs[g], pair_out, point_out) for g, run in self.playing.items()}
 
     def _send(self, judge, method: str, reqs: list, check, kind: str) -> tuple[list, dict[int, int]]:
         """One batch, then retry batches for failures; returns (outputs or None, retries per index)."""
@@ -217,6 +305,136 @@ class StepRun:
                 retried[i] = retried.get(i, 0) + 1
             todo = failed
         return out, retried
+
+
+class PipelinedStepRun(StepRun):
+    """One step on the pipelined schedule: a task per group plays its waves back to back; each
+    unique request is its own judge call (retried at once on failure), under a shared limit of
+    ``engine.inflight_limit`` requests in flight; an identical request already in flight is
+    awaited, not sent again (see the module doc for what differs from lockstep)."""
+
+    def __init__(self, engine: Engine, constructor: Constructor, groups: Sequence[Group], step: int):
+        super().__init__(engine, constructor, groups, step)
+        self._inflight: dict[tuple, asyncio.Future] = {}
+        self._waves: dict[int, int] = {}
+
+    async def play(self) -> StepResult:
+        self._slots = asyncio.Semaphore(self.engine.inflight_limit)
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        try:
+            await asyncio.gather(*(self._drive(g) for g in list(self.playing)))
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+            for judge in {id(j): j for j in (self.engine.judge, self.engine.pointwise_judge)}.values():
+                aclose = getattr(judge, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        self.stats.waves = max(self._waves.values(), default=0)
+        return self.finish()
+
+    async def _drive(self, g: int) -> None:
+        """Group ``g``'s waves, each sent as soon as the previous one is answered."""
+        while g in self.playing:
+            run = self.playing[g]
+            pairs, points = _Batch(), _Batch()
+            refs = [_expand(ask, run.group, g, pairs, points) for ask in run.asks]
+            self.stats.requests += pairs.asked + points.asked
+            self.stats.dedup_hits += pairs.asked - len(pairs.reqs) + points.asked - len(points.reqs)
+            pair_keys, point_keys = list(pairs.index), list(points.index)  # in index order
+            pair_out, point_out = await asyncio.gather(
+                asyncio.gather(
+                    *(self._request("pair", k, r, run) for k, r in zip(pair_keys, pairs.reqs, strict=True))
+                ),
+                asyncio.gather(
+                    *(self._request("point", k, r, run) for k, r in zip(point_keys, points.reqs, strict=True))
+                ),
+            )
+            run.cost.waves += 1
+            self._waves[g] = run.cost.waves
+            self.advance(g, _group_replies(run, refs, pair_out, point_out))
+
+    async def _request(self, kind: str, key: tuple, req, run: GroupRun):
+        """The reply to one unique request (None if it failed every attempt); shared with an
+        identical request in flight, else sent (and paid) by ``run``'s group."""
+        full = (kind, key)
+        shared = self._inflight.get(full)
+        if shared is not None:
+            self.stats.dedup_hits += 1
+            return await asyncio.shield(shared)
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight[full] = fut
+        try:
+            out = await self._attempts(kind, req, run.cost)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: the sharer re-raises it, nobody else needs to
+            raise
+        finally:
+            del self._inflight[full]
+        fut.set_result(out)
+        return out
+
+    async def _attempts(self, kind: str, req, cost: Accounting):
+        stats, max_retries = self.stats, self.engine.max_retries
+        check = _valid_pair if kind == "pair" else _valid_point
+        stats.judge_calls += 1
+        cost.judge_calls += 1
+        for attempt in range(max_retries + 1):
+            rep = await self._call(kind, req if attempt == 0 else _with_attempt(req, attempt))
+            why = check(rep)
+            if why is None:
+                return rep
+            if attempt == max_retries:
+                stats.failures += 1
+                stats.failure_reasons[why] = stats.failure_reasons.get(why, 0) + 1
+                return None
+            stats.retries += 1
+            stats.judge_calls += 1
+            cost.retries += 1
+            cost.judge_calls += 1
+        return None  # unreachable
+
+    async def _call(self, kind: str, req):
+        """One request to the judge, under the shared in-flight limit; an exception is a failure."""
+        if kind == "pair":
+            judge, method, what = self.engine.judge, "judge_pairs", "pairwise"
+        else:
+            judge, method, what = self.engine.pointwise_judge, "score_points", "pointwise"
+        if judge is None:
+            raise ValueError(f"this constructor needs a {what} judge, but the engine has none")
+        async with self._slots:
+            self.stats.judge_batches += 1
+            try:
+                amethod = getattr(judge, "a" + method, None)
+                if amethod is not None:
+                    replies = list(await amethod([req]))
+                else:  # a sync judge: one worker thread, so the loop keeps serving other groups
+                    if self._executor is None:
+                        self._executor = concurrent.futures.ThreadPoolExecutor(1, "arenabench-judge")
+                    loop = asyncio.get_running_loop()
+                    replies = list(await loop.run_in_executor(self._executor, getattr(judge, method), [req]))
+                if len(replies) != 1:
+                    raise RuntimeError(f"judge returned {len(replies)} replies for 1 request")
+            except Exception as exc:  # as in lockstep: an error fails the request, the engine retries
+                return JudgeFailure(f"{type(exc).__name__}: {exc}")
+        return replies[0]
+
+
+def _group_replies(run: GroupRun, refs: list, pair_out: Sequence, point_out: Sequence) -> Replies:
+    """Group ``run``'s replies to its asks from the wave's outputs (None = failed), counting
+    its failed requests."""
+    replies: Replies = []
+    for ask, r in zip(run.asks, refs, strict=True):
+        if isinstance(ask, Match):
+            got = [(order, pair_out[idx]) for order, idx in r]
+            replies.append(_match_result(ask, got))
+            run.cost.failures += sum(rep is None for _, rep in got)
+        else:
+            got = [point_out[idx] for idx in r]
+            replies.append(_score_result(ask, got))
+            run.cost.failures += sum(rep is None for rep in got)
+    return replies
 
 
 class _Batch:
@@ -307,7 +525,7 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
     flat = probs[0] + probs[1]
     prob_i = math.nan
     if flat and None not in flat:  # mean over orders of each order's mean P(i better)
-        prob_i = float(np.mean([np.mean(p) for p in probs[:n_orders] if p]))
+        prob_i = _mean([_mean(p) for p in probs[:n_orders] if p])
     return MatchResult(
         ask.i,
         ask.j,
@@ -323,7 +541,21 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
 def _score_result(ask: Score, got: list) -> ScoreResult:
     """A score's result: the mean of its successful votes (NaN and ``failed`` if none)."""
     ok = [float(x) for x in got if x is not None]
-    return ScoreResult(ask.i, float(np.mean(ok)) if ok else math.nan, failed=not ok, samples=ok)
+    return ScoreResult(ask.i, _mean(ok) if ok else math.nan, failed=not ok, samples=ok)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    """``float(np.mean(xs))``, bit for bit, without numpy's per-call cost for 1 or 2 values (a
+    match's orders, a score's votes). numpy's float64 add-reduce starts from the first value and
+    adds the pairwise sum of the rest, which for fewer than 8 values is ``0.0 + x1 + ...``; hence
+    ``x0 + (0.0 + x1)`` (the ``0.0 +`` matters for signed zeros) divided by the count. Longer
+    lists go to numpy. (numpy's overflow RuntimeWarning is not raised on the short path.)"""
+    n = len(xs)
+    if n == 1:
+        return (float(xs[0]) + 0.0) / 1.0
+    if n == 2:
+        return (float(xs[0]) + (0.0 + float(xs[1]))) / 2.0
+    return float(np.mean(xs))
 
 
 def _with_attempt(req, attempt: int):

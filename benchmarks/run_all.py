@@ -1,6 +1,7 @@
 """All benchmarks of issue 6 in one command: ``python benchmarks/run_all.py --out results/bench [--quick]``.
 
-Parts: waves vs sequential (``waves.md``), engine + aggregation overhead (``overhead.md``),
+Parts: waves vs sequential (``waves.md``), lockstep vs pipelined on a served judge
+(``pipeline.md``, virtual clock), engine + aggregation overhead (``overhead.md``),
 Bradley-Terry / Kemeny vs choix (``aggregation.md``), local trainer steps/s and memory
 (``trainer.md``), fidelity per judge call and the ≤ 2N search (``fidelity_frontier.md``).
 Writes ``README.md`` in ``--out``: the ratios, links to the tables, the machine. Budget:
@@ -21,11 +22,20 @@ if str(ROOT) not in sys.path:  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(ROOT))
 
 from arenabench import reporting  # noqa: E402
-from benchmarks import aggregation, common, fidelity_frontier, overhead, trainer_speed, waves  # noqa: E402
+from benchmarks import (  # noqa: E402
+    aggregation,
+    common,
+    fidelity_frontier,
+    overhead,
+    pipeline,
+    trainer_speed,
+    waves,
+)
 
-PARTS = ("waves", "overhead", "aggregation", "trainer", "fidelity")
+PARTS = ("waves", "pipeline", "overhead", "aggregation", "trainer", "fidelity")
 FILES = {
     "waves": ["waves.md", "waves.csv"],
+    "pipeline": ["pipeline.md", "pipeline.csv"],
     "overhead": ["overhead.md", "overhead.csv"],
     "aggregation": ["aggregation.md", "aggregation.csv"],
     "trainer": ["trainer.md", "trainer.csv", "trainer_speed.json"],
@@ -70,6 +80,8 @@ def run(
         if part == "waves":
             overlap = _fidelity_beside(out, quick, only, m, box) if beside else None
             summary[part] = waves.run(out, quick, only, m, overlap=overlap)
+        elif part == "pipeline":
+            summary[part] = pipeline.run(out, quick, only, m)
         elif part == "overhead":
             summary[part] = overhead.run(out, quick, only, m)
         elif part == "aggregation":
@@ -131,6 +143,18 @@ def readme(s: dict, parts) -> str:
             f"worst {w['api_worst_ratio']:.1f}×.",
             "- judge batches == waves in every step (no retry batches on a fault-free judge): "
             f"{w['batches_eq_waves']}.",
+        ]
+    if "pipeline" in parts:
+        p = s["pipeline"]
+        lines += [
+            "",
+            "## Lockstep vs pipelined (served judge, virtual clock) — [`pipeline.md`](pipeline.md), "
+            "[`pipeline.csv`](pipeline.csv)",
+            "",
+            f"- step / max(work / slots, critical path), median over {p['cells']} cells: lockstep "
+            f"{p['median_lockstep_over_bound']:.2f}×, pipelined {p['median_pipelined_over_bound']:.2f}×; "
+            f"pipelined speed-up median {p['multiwave_median_speedup']:.2f}× over multi-wave cells "
+            f"(up to {p['max_speedup']:.2f}×).",
         ]
     if "overhead" in parts:
         o = s["overhead"]

@@ -9,6 +9,10 @@ Call it from sync code (the engine does). If the calling thread already runs an 
 (a notebook, an async trainer) the batch runs in a short-lived worker thread instead, so it
 still works, but it blocks the calling loop until the batch is done.
 
+Pipelined: ``ajudge_pairs`` is the same in the running event loop, and ``prefers_pipelined``
+makes ``Engine(schedule="auto")`` send each group's next wave as soon as its previous one is
+answered (``arenabench.engine``), at most ``max_concurrency`` requests in flight.
+
 Retries: the backend retries *transport* problems only: connection errors, timeouts, HTTP
 429 and 5xx, up to ``retries`` times with exponential backoff ``backoff_s * 2**k`` (a retry
 goes to the next base URL, so a dead server fails over). Any other 4xx is final. When the
@@ -66,6 +70,9 @@ class _Retryable(Exception):
 class OpenAIJudge(LLMJudge):
     """Pairwise judge over OpenAI-compatible chat-completions servers (see the module doc)."""
 
+    # a served judge with continuous batching: Engine(schedule="auto") pipelines the groups
+    prefers_pipelined = True
+
     def __init__(
         self,
         base_urls: str | list[str],
@@ -106,6 +113,7 @@ class OpenAIJudge(LLMJudge):
         self.extra_body = dict(extra_body or {})
         self._next_url = 0
         self._lock = threading.Lock()
+        self._loop_sessions: dict = {}  # event loop -> (session, semaphore, secret): ajudge_pairs
 
     def __repr__(self) -> str:
         return self._repr(
@@ -145,6 +153,35 @@ class OpenAIJudge(LLMJudge):
             raise box["exc"]
         return box["out"]
 
+    async def ajudge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        """``judge_pairs`` in the running event loop (the engine's pipelined schedule sends one
+        request per call): one HTTP session per loop, kept until :meth:`aclose`, with at most
+        ``max_concurrency`` requests in flight across all calls; the API key is read when the
+        loop's session is opened."""
+        requests = list(requests)
+        if not requests:
+            return []
+        with self._lock:
+            start = self._next_url
+            self._next_url = (start + len(requests)) % len(self.endpoints)
+        loop = asyncio.get_running_loop()
+        state = self._loop_sessions.get(loop)
+        if state is None:
+            secret = self._secret()
+            state = self._loop_sessions[loop] = (
+                self._session(secret),
+                asyncio.Semaphore(self.max_concurrency),
+                secret,
+            )
+        session, sem, secret = state
+        return await self._judge_all(session, sem, requests, start, secret)
+
+    async def aclose(self) -> None:
+        """Close the running loop's session (the engine calls it at the end of a pipelined step)."""
+        state = self._loop_sessions.pop(asyncio.get_running_loop(), None)
+        if state is not None:
+            await state[0].close()
+
     # -- internals -----------------------------------------------------------------------
 
     def _secret(self) -> str | None:
@@ -175,23 +212,29 @@ class OpenAIJudge(LLMJudge):
         body.update(self.extra_body)
         return body
 
-    async def _run_batch(self, requests: list[PairRequest], start: int) -> list[PairJudgment | JudgeFailure]:
+    def _session(self, secret: str | None):
         import aiohttp
 
-        secret = self._secret()
         headers = {"Content-Type": "application/json"}
         if secret:
             headers["Authorization"] = f"Bearer {secret}"
-        sem = asyncio.Semaphore(self.max_concurrency)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         connector = aiohttp.TCPConnector(limit=self.max_concurrency)
+        return aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers)
+
+    async def _run_batch(self, requests: list[PairRequest], start: int) -> list[PairJudgment | JudgeFailure]:
+        secret = self._secret()
+        sem = asyncio.Semaphore(self.max_concurrency)
+        async with self._session(secret) as session:
+            return await self._judge_all(session, sem, requests, start, secret)
+
+    async def _judge_all(self, session, sem, requests, start, secret) -> list[PairJudgment | JudgeFailure]:
         self.stats["requests"] += len(requests)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
-            tasks = [
-                self._judge_one(session, sem, req, (start + k) % len(self.endpoints), secret)
-                for k, req in enumerate(requests)
-            ]
-            out = await asyncio.gather(*tasks)
+        tasks = [
+            self._judge_one(session, sem, req, (start + k) % len(self.endpoints), secret)
+            for k, req in enumerate(requests)
+        ]
+        out = await asyncio.gather(*tasks)
         for rep in out:
             if isinstance(rep, JudgeFailure):
                 self._count_failure(rep)

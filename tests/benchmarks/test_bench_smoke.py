@@ -13,7 +13,7 @@ from arenabench.judges.latency import LatencyJudge, Unbatched
 from arenabench.sim import simulate_groups
 
 SMOKE = "pointwise,round_robin,seeded_single_elim,reasoning_arena_live,rrc_agr,bt_bracket"
-PARTS = "waves,overhead,aggregation,fidelity"  # the trainer part is covered by test_train
+PARTS = "waves,pipeline,overhead,aggregation,fidelity"  # the trainer part is covered by test_train
 
 
 @pytest.mark.slow
@@ -30,6 +30,8 @@ def test_quick_driver_writes_every_table_and_batches_equal_waves(tmp_path):
         "waves.csv",
         "overhead.md",
         "overhead.csv",
+        "pipeline.md",
+        "pipeline.csv",
         "aggregation.md",
         "aggregation.csv",
         "fidelity_frontier.md",
@@ -43,7 +45,7 @@ def test_quick_driver_writes_every_table_and_batches_equal_waves(tmp_path):
         if r["mode"].startswith("batch"):  # fault-free judge: no retry batches
             assert int(r["batches"]) == int(r["waves"]) == int(r["latency_calls"]), r
     readme = (out / "README.md").read_text()
-    for link in ("waves.md", "overhead.md", "aggregation.md", "fidelity_frontier.md"):
+    for link in ("waves.md", "pipeline.md", "overhead.md", "aggregation.md", "fidelity_frontier.md"):
         assert f"({link})" in readme
     assert "machine: cpu" in readme
 

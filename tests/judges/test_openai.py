@@ -289,3 +289,30 @@ def test_per_request_timeout_is_an_http_failure(servers):
     j = judge(servers(delay=1.0).url, timeout_s=0.2, retries=1)
     (r,) = j.judge_pairs(pair_batch(1))
     assert r == JudgeFailure("http: timeout") and j.stats["calls"] == 2
+
+
+def test_engine_pipelines_by_default_and_matches_lockstep(servers):
+    """``auto`` pipelines an OpenAIJudge (one request per call, max_concurrency in flight, one
+    session per step); the result is lockstep's."""
+    s = servers()
+    texts = ["a weak draft", "the good answer", "another weak one", "a weak attempt", "a weak try"]
+    groups = [
+        Group(
+            f"write a poem {g}",
+            tuple(Trajectory(f"t{g}{i}", f"{t} {g}") for i, t in enumerate(texts)),
+            anchor=0,
+        )
+        for g in range(3)
+    ]
+    j = judge(s.url, max_concurrency=4)
+    engine = arenabench.Engine(j)
+    assert engine.resolved_schedule == "pipelined" and engine.inflight_limit == 4
+    pipe = engine.run(arenabench.rewards.get("seeded_single_elim"), groups)
+    assert 2 <= s.max_inflight <= 4
+    lock = arenabench.Engine(judge(s.url), schedule="lockstep").run(
+        arenabench.rewards.get("seeded_single_elim"), groups
+    )
+    assert pipe.stats.judge_batches == pipe.stats.judge_calls == lock.stats.judge_calls
+    for a, b in zip(pipe.results, lock.results, strict=True):
+        assert list(a.rank) == list(b.rank) and a.judge_calls == b.judge_calls and a.failures == 0
+    assert j._loop_sessions == {}  # closed at the end of the step

@@ -1,0 +1,148 @@
+"""The pipelined engine schedule (issue 17): every group advances on its own, the results are
+lockstep's, the shared in-flight limit holds, and ``auto`` keeps lockstep for batch judges."""
+
+import asyncio
+import dataclasses
+
+import numpy as np
+import pytest
+
+from arenabench import Engine, judges, rewards
+from arenabench.judges.faults import FaultyJudge
+from arenabench.judges.latency import ServedJudge, run_virtual
+from arenabench.sim import simulate_groups
+from arenabench.types import Group
+
+SPECS = rewards.names() + ["rrc_scr:cara=true", "double_elim:seeding=anchor"]
+# per-request kinds only: FaultyJudge's ``raise`` is drawn per batch, so it depends on how
+# requests are batched, which is exactly what the two schedules do differently
+REQUEST_FAULTS = ("timeout", "malformed", "nan")
+
+
+def _same_results(a, b, batches_too: bool = False) -> None:
+    for x, y in zip(a.results, b.results, strict=True):
+        np.testing.assert_array_equal(x.advantage, y.advantage)
+        np.testing.assert_array_equal(x.reward, y.reward)
+        np.testing.assert_array_equal(x.rank, y.rank)
+        assert (x.comparisons, x.judge_calls, x.waves, x.failures, x.retries) == (
+            y.comparisons,
+            y.judge_calls,
+            y.waves,
+            y.failures,
+            y.retries,
+        )
+        assert x.flags == y.flags
+        assert repr(x.extra) == repr(y.extra)
+    sa, sb = dataclasses.asdict(a.stats), dataclasses.asdict(b.stats)
+    if not batches_too:
+        sa.pop("judge_batches"), sb.pop("judge_batches")
+    assert sa == sb
+
+
+def _served(preset="calibrated", faults=False, slots=4, seed=0):
+    inner = judges.get(preset)
+    if faults:
+        inner = FaultyJudge(inner, rate=0.3, seed=1, kinds=REQUEST_FAULTS)
+    # a wide length spread: replies come back in a very different order from the asks
+    return ServedJudge(inner, slots=slots, length_sigma=1.5, seed=seed)
+
+
+@pytest.mark.parametrize("faults", [False, True], ids=["clean", "faults"])
+@pytest.mark.parametrize("spec", SPECS)
+def test_pipelined_equals_lockstep_under_random_latency(spec, faults):
+    groups = simulate_groups(3, 8, seed=5)
+    lock = Engine(_served(faults=faults), schedule="lockstep").run(rewards.from_spec(spec), groups, step=1)
+    judge = _served(faults=faults)
+    pipe, _ = run_virtual(Engine(judge, max_inflight=5).arun(rewards.from_spec(spec), groups, step=1))
+    _same_results(lock, pipe)
+    assert judge.max_outstanding <= 5
+    assert pipe.stats.judge_batches == pipe.stats.judge_calls  # one request per call
+
+
+@pytest.mark.parametrize("spec", ["seeded_single_elim", "reasoning_arena_live", "pointwise", "swiss"])
+def test_pipelined_with_a_sync_judge_in_a_worker_thread(spec):
+    """A judge without ``ajudge_pairs`` is called from a worker thread; Engine.run drives the loop."""
+    groups = simulate_groups(3, 7, seed=2)
+
+    def judge():
+        return FaultyJudge(judges.get("integer"), rate=0.3, seed=4, kinds=REQUEST_FAULTS)
+
+    lock = Engine(judge(), schedule="lockstep").run(rewards.from_spec(spec), groups, step=2)
+    pipe = Engine(judge(), schedule="pipelined").run(rewards.from_spec(spec), groups, step=2)
+    _same_results(lock, pipe)
+
+
+@pytest.mark.parametrize("limit", [1, 3, 16])
+def test_shared_inflight_limit_is_never_exceeded_and_is_reached(limit):
+    judge = ServedJudge(judges.get("calibrated"), slots=None, seed=3)  # the server never queues
+    groups = simulate_groups(6, 8, seed=0)
+    run_virtual(Engine(judge, max_inflight=limit).arun(rewards.get("seeded_single_elim"), groups))
+    assert judge.max_outstanding == judge.max_running == limit
+
+
+def test_auto_schedule_by_backend():
+    assert Engine(judges.get("calibrated")).resolved_schedule == "lockstep"
+    assert Engine(FaultyJudge(judges.get("calibrated"))).resolved_schedule == "lockstep"
+    assert Engine(ServedJudge(judges.get("calibrated"))).resolved_schedule == "pipelined"
+    assert Engine(ServedJudge(judges.get("calibrated")), schedule="lockstep").resolved_schedule == "lockstep"
+    assert Engine(judges.get("calibrated"), schedule="pipelined").resolved_schedule == "pipelined"
+    assert Engine(None).resolved_schedule == "lockstep"
+    with pytest.raises(ValueError, match="schedule"):
+        Engine(judges.get("calibrated"), schedule="eager")
+    with pytest.raises(ValueError, match="max_inflight"):
+        Engine(judges.get("calibrated"), max_inflight=0)
+
+
+def test_inflight_limit_defaults_to_the_judges_concurrency():
+    class J:
+        max_concurrency = 7
+
+    assert Engine(J()).inflight_limit == 7
+    assert Engine(J(), max_inflight=3).inflight_limit == 3
+    assert Engine(judges.get("calibrated")).inflight_limit == 64
+
+
+def test_identical_requests_in_flight_are_sent_once():
+    """Two groups with the same prompt and texts ask the same requests at the same time."""
+    g = simulate_groups(1, 8, seed=9)[0]
+    twin = Group(g.prompt, g.trajectories, anchor=g.anchor, meta=g.meta)
+    for schedule in ("lockstep", "pipelined"):
+        judge = ServedJudge(judges.get("calibrated"), slots=None)
+        out = Engine(judge, schedule=schedule).run(rewards.get("round_robin"), [g, twin])
+        assert out.stats.requests == 2 * 56
+        assert out.stats.judge_calls == judge.requests == 56
+        assert out.stats.dedup_hits == 56
+        assert out.results[0].judge_calls == 56 and out.results[1].judge_calls == 0  # the first asker pays
+        np.testing.assert_array_equal(out.results[0].advantage, out.results[1].advantage)
+
+
+def test_pipelined_inside_a_running_loop_and_in_real_time():
+    groups = simulate_groups(2, 4, seed=1)
+    ref = Engine(judges.get("calibrated"), schedule="lockstep").run(rewards.get("swiss"), groups)
+
+    async def main():  # Engine.run from a coroutine: the step runs in a helper thread
+        return Engine(ServedJudge(judges.get("calibrated"), per_token_s=1e-6, prefill_s=0.0)).run(
+            rewards.get("swiss"), groups
+        )
+
+    _same_results(ref, asyncio.run(main()))
+
+
+def test_a_failing_constructor_error_propagates():
+    with pytest.raises(ValueError, match="pointwise judge"):
+        Engine(None, schedule="pipelined").run(rewards.get("pointwise"), simulate_groups(1, 4))
+
+
+def test_pipelined_beats_lockstep_on_a_heavy_tailed_served_judge():
+    """The point of the schedule, on the virtual clock (exact): a multi-wave constructor's step
+    is shorter, and the served judge busier, when no group waits for another's slowest reply."""
+    groups = simulate_groups(16, 8, seed=0)
+    spec = "seeded_single_elim"
+    judge = ServedJudge(judges.get("calibrated"), slots=16)
+    Engine(judge, schedule="lockstep").run(rewards.get(spec), groups)
+    lock_s, busy = judge.clock, judge.busy_s
+    judge.reset()
+    _, pipe_s = run_virtual(Engine(judge, max_inflight=16).arun(rewards.get(spec), groups))
+    assert judge.busy_s == pytest.approx(busy)  # the same work
+    assert pipe_s < 0.9 * lock_s
+    assert judge.utilization(pipe_s) > judge.utilization(lock_s)
