@@ -234,6 +234,15 @@ def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
     return "\n".join(parts)
 
 
+N_FROM_TABLE2 = 8
+
+
+def _restrict(table: pd.DataFrame, arms: set) -> pd.DataFrame:
+    out = table[table["arm"].isin(arms)].reset_index(drop=True)
+    out.attrs.update(table.attrs)
+    return out
+
+
 def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) -> str:
     runs = load_runs("group_size", uri=uri)
     ns = sorted(
@@ -241,10 +250,30 @@ def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) 
     )
     tables, frames = {}, {}
     parts += ["## Arms vs pointwise at each group size N, paired by seed", ""]
-    for n in ns:
-        t = stats_tables("group_size", uri, where={"group_size": str(n)})
+    sources = {n: ("group_size", {"group_size": str(n)}) for n in ns}
+    if N_FROM_TABLE2 not in ns:
+        try:  # the group_size sweep leaves N = 8 to table2: the same jobs (conf/experiment/group_size.yaml)
+            load_runs("table2", uri=uri)
+            sources[N_FROM_TABLE2] = ("table2", None)
+        except ValueError:
+            pass
+    arms = set(runs[BY])
+    for n in sorted(sources):
+        experiment, where = sources[n]
+        t = stats_tables(experiment, uri, where=where)
+        if experiment == "table2":  # only the arms the group_size sweep has
+            t = {k: _restrict(v, arms) for k, v in t.items()}
+            info8 = run_info("table2", uri)
+            parts += [
+                f"### N = {n} (from the table2 sweep `{info8['sweep']}`, commit(s) "
+                + ", ".join(f"`{c[:12]}`" for c in info8["commits"])
+                + "; the same jobs: configs differ only in the experiment name)",
+                "",
+            ]
+        else:
+            parts += [f"### N = {n}", ""]
         tables[n], frames[f"N={n}"] = t["primary"], pd.concat(dict(t), names=["table"])
-        parts += [f"### N = {n}", "", *main_table(t, steps)]
+        parts += main_table(t, steps)
     pd.concat(frames, names=["group_size"]).to_csv(out / "group_size_stats.csv")
     parts += legend(steps)
     sweep_figure(tables, "group size N", path=out / "group_size_final.png",

@@ -145,6 +145,12 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
         assert (out / f"table2_{png}.png").stat().st_size > 0, png
     gs = (out / "group_size.md").read_text()
     assert "### N = 2" in gs and "### N = 4" in gs and (out / "group_size_final.png").exists()
+    # N = 8 comes from the table2 sweep (the same jobs), restricted to the group_size arms
+    n8 = gs.split("### N = 8 (from the table2 sweep")[1].split("###")[0]
+    assert {r.split("|")[1].strip(" `") for r in n8.splitlines() if r.startswith("| `")} == {
+        "pointwise",
+        "seeded_single_elim",
+    }
     import pandas as pd
 
     stats = pd.read_csv(out / "table2_stats.csv")
