@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments report test test-verl bench-quick lint fidelity bench vllm clean
+.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity bench vllm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -66,8 +66,13 @@ $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)
 
 test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM tests included; tests/verl in the verl venv)
 	$(PY) -m ruff check arenabench tests experiments benchmarks scripts
-	$(PY) -m pytest --ignore=tests/verl
-	$(VERL_PY) -m pytest tests/verl
+	$(PY) -m pytest --ignore=tests/verl --durations=15
+	$(VERL_PY) -m pytest tests/verl --durations=15
+
+# The inner loop: no vLLM/verl install, skips the tests marked slow (> ~5 s) or vllm; a few minutes.
+test-fast: $(VENV)/.dev  ## lint + the fast tests (not slow, not vllm; no tests/verl) in .venv
+	$(PY) -m ruff check arenabench tests experiments benchmarks scripts
+	$(PY) -m pytest -m "not slow and not vllm" --ignore=tests/verl --durations=10
 
 test-verl: $(VERL_VENV)/.verl  ## only the verl adapter's tests
 	$(VERL_PY) -m pytest tests/verl

@@ -45,16 +45,86 @@ def rank_rewards(rank: np.ndarray) -> np.ndarray:
 
 
 def standardize(reward: np.ndarray, ddof: int = 0, eps: float = EPS) -> np.ndarray:
-    """GRPO group standardization ``(r − μ)/(σ + ε)``; NaN entries get advantage 0. Rewards too
-    large to square are divided by their largest magnitude first (the same advantages up to ε)."""
+    """GRPO group standardization ``(r − μ)/(σ + ε)``; NaN entries get advantage 0, and equal
+    rewards exactly 0 (their floating-point mean can miss them by an ulp, which ε would blow up to
+    ~1e-10). Rewards too large to square are divided by their largest magnitude first (the same
+    advantages up to ε)."""
     reward = np.asarray(reward, dtype=float)
     ok = ~np.isnan(reward)
     adv = np.zeros(len(reward))
     if ok.sum() <= ddof or ok.sum() < 2:
         return adv
     r = reward[ok]
+    if r.min() == r.max():  # no spread, no advantage: exactly 0 (mean − r can be an ulp, ulp/ε is not 0)
+        return adv
     scale = float(np.abs(r).max())
     if scale > _OVERFLOW:  # r² would overflow to inf (NaN advantages): standardize r/scale instead
         r = r / scale
     adv[ok] = (r - r.mean()) / (r.std(ddof=ddof) + eps)
     return adv
+
+
+# --- flag-aware training: no information, no advantage ------------------------------------
+
+# A group is masked when MORE than this share of its judge requests failed after retries.
+# Why 0.25: behind the engine's retries a healthy judge loses well under 1% of requests (a
+# judge failing 20% of attempts, retried twice, loses 0.8%), so a group past a quarter is an
+# outage, not noise; and at a quarter the group's ranking already rests on fallback rules for a
+# large part of it (in an 8-player single elimination, 14 requests, four failed requests can
+# void two of its seven matches). 1.0 never masks (a share cannot exceed 1).
+DEFAULT_MAX_FAILED_SHARE = 0.25
+
+
+def failed_share(result) -> float:
+    """The share of a group's judge requests that failed after all retries, from the fields of its
+    :class:`~arenabench.types.ConstructorResult`:
+
+    ``failures / max(judge_calls − retries, failures)``, and 0.0 when both are 0.
+
+    ``judge_calls`` counts every request the group sent, retries included, so
+    ``judge_calls − retries`` is the requests the group needed (each counted once however often it
+    was retried). ``failures`` counts the group's requests still failing after the last retry. The
+    ``max`` keeps the share in [0, 1] when the engine sent a group's request once for several
+    groups (a duplicate is paid by the first group that asked, but a failure counts for every
+    group that asked). A group that asked the judge nothing (a verifier decided it) has share 0
+    and is never masked."""
+    failures = int(result.failures)
+    needed = max(int(result.judge_calls) - int(result.retries), failures)
+    return failures / needed if needed > 0 else 0.0
+
+
+def mask_unreliable(
+    results, max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE
+) -> tuple[list[np.ndarray], int]:
+    """Per group, the advantages a trainer should use, and how many groups were masked.
+
+    A group whose :func:`failed_share` exceeds ``max_failed_share`` (strictly) gets advantage 0 for
+    every member: when the judge's evidence is mostly missing, the group's ranking comes from a
+    constructor's fallback rules, and a ranking decision the judge's evidence does not support
+    carries no advantage. Every other group keeps its constructor advantages (a copy). Nothing else
+    about a masked group changes: its rewards, ranks, flags and judge accounting stay as they are,
+    it is still logged and counted. ``max_failed_share=None`` disables masking. Shared by the local
+    trainer and the verl adapter (``engine.max_failed_share`` / ``arenabench.max_failed_share``)."""
+    _check_share(max_failed_share)
+    out, masked = [], 0
+    for res in results:
+        adv = np.array(res.advantage, dtype=float)
+        if is_masked(res, max_failed_share):
+            adv = np.zeros_like(adv)
+            masked += 1
+        out.append(adv)
+    return out, masked
+
+
+def is_masked(result, max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE) -> bool:
+    """Whether :func:`mask_unreliable` zeroes this group: ``failed_share(result) > max_failed_share``."""
+    _check_share(max_failed_share)
+    return max_failed_share is not None and failed_share(result) > float(max_failed_share)
+
+
+def _check_share(max_failed_share) -> None:
+    if max_failed_share is None:
+        return
+    ok = isinstance(max_failed_share, int | float) and not isinstance(max_failed_share, bool)
+    if not (ok and 0.0 <= float(max_failed_share) <= 1.0):
+        raise ValueError(f"max_failed_share must be a number in [0, 1] or null; got {max_failed_share!r}")

@@ -1,8 +1,11 @@
-"""Discriminative-collapse diagnostics: how much of a pointwise judge's spread is signal.
+"""Judge diagnostics: how much of a pointwise judge's spread is signal, how often a pairwise judge ties.
 
 σ_group is the mean in-group std of pointwise scores (what GRPO divides by); σ_noise is the
 std of re-judging the *same* trajectory (fresh judge samples). SNR = σ_group/σ_noise: when it
 nears 1, GRPO's (r − μ)/σ mostly standardizes judge noise.
+
+:func:`tie_rate` measures how often a pairwise judge gives no decision: a judge on an integer
+rubric (the ``integer`` simulated preset) ties often, a continuous one almost never.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arenabench.types import Group, JudgeFailure, PointRequest
+from arenabench.types import Group, JudgeFailure, PairJudgment, PairRequest, PointRequest
 
 
 def pointwise_snr(
@@ -45,4 +48,49 @@ def pointwise_snr(
         "snr": sg / sn if sn and sn > 0 else math.nan,
         "probe_calls": len(reqs),
         "probe_failures": failures,
+    }
+
+
+def _finite_pair(x) -> bool:
+    try:
+        return isinstance(x, PairJudgment) and math.isfinite(x.score_a) and math.isfinite(x.score_b)
+    except TypeError:
+        return False
+
+
+def tie_rate(judge, groups: Sequence[Group], sample: int = 0) -> dict[str, float]:
+    """How often ``judge`` ties on every pair of every group, both orders, in one batch.
+
+    * ``request_tie_rate``: share of single-order requests (A, B) answered with
+      ``score_a == score_b``;
+    * ``match_tie_rate``: share of bidirectional matches — both orders answered — whose summed
+      scores tie (ArenaRL's protocol: ``score_i = s_A(i, j) + s_B(j, i)``), i.e. what the engine's
+      :class:`~arenabench.types.MatchResult` reports as a tie (``winner is None``);
+    * ``requests`` / ``matches``: how many were answered and counted; ``failures``: requests
+      without a usable answer (a failure or a non-finite score), left out of both rates.
+
+    Equality is exact, as the engine compares. NaN rates when nothing was answered."""
+    reqs, pairs = [], 0
+    for g in groups:
+        t = g.trajectories
+        for i in range(len(t)):
+            for j in range(i + 1, len(t)):
+                reqs += [PairRequest(g.prompt, t[i], t[j], sample), PairRequest(g.prompt, t[j], t[i], sample)]
+                pairs += 1
+    out = list(judge.judge_pairs(reqs)) if reqs else []
+    if len(out) != len(reqs):
+        raise RuntimeError(f"judge answered {len(out)} of {len(reqs)} requests")
+    ok = [_finite_pair(x) for x in out]
+    single = [x.score_a == x.score_b for x, good in zip(out, ok, strict=True) if good]
+    matches = []
+    for k in range(pairs):
+        fwd, rev = out[2 * k], out[2 * k + 1]  # fwd shows (i, j), rev shows (j, i)
+        if ok[2 * k] and ok[2 * k + 1]:
+            matches.append(fwd.score_a + rev.score_b == fwd.score_b + rev.score_a)
+    return {
+        "request_tie_rate": float(np.mean(single)) if single else math.nan,
+        "match_tie_rate": float(np.mean(matches)) if matches else math.nan,
+        "requests": len(single),
+        "matches": len(matches),
+        "failures": len(out) - len(single),
     }

@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from arenabench import judges, rewards
 from arenabench.advantages import standardize
+from arenabench.diagnostics import tie_rate
 from arenabench.engine import Engine
 from arenabench.metrics import kendall_tau_b, pearson, spearman
 from arenabench.sim import qualities, simulate_groups
@@ -89,6 +90,24 @@ def run_fidelity(
     if bar is not None:
         bar.close()
     return [{k: row[k] for k in COLUMNS + SUMMARY_COLUMNS if k in row} for row in rows]
+
+
+def judge_tie_rate(
+    judge: str = "calibrated", group_size: int = 8, n_groups: int = 500, seed: int = 0
+) -> dict:
+    """:func:`arenabench.diagnostics.tie_rate` of the judge preset on the study's groups (the
+    same judge and groups :func:`run_fidelity` uses for these arguments)."""
+    return tie_rate(judges.get(judge, seed=seed), simulate_groups(n_groups, group_size, seed=seed))
+
+
+def tie_rate_line(judge: str = "calibrated", group_size: int = 8, n_groups: int = 500, seed: int = 0) -> str:
+    """One sentence for a report header: the preset's tie rate on the default groups."""
+    t = judge_tie_rate(judge, group_size, n_groups, seed)
+    return (
+        f"tie rate of judge `{judge}` at N = {group_size} ({n_groups} groups, every pair): "
+        f"{t['request_tie_rate']:.1%} of single-order comparisons, "
+        f"{t['match_tie_rate']:.1%} of bidirectional matches (summed scores)"
+    )
 
 
 def _row(res: ConstructorResult, group: Group) -> dict:

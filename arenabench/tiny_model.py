@@ -3,7 +3,9 @@
 No weights can be downloaded here, and a test only needs the *code path* to be real (tokenizer,
 chat template, engine, sampling, structured decoding, logprobs), not sensible verdicts. So we
 train a byte-level BPE on a few strings (the judge prompts themselves, so prompts stay short in
-tokens), build a 2-layer ``LlamaConfig`` with random weights and ``save_pretrained`` both.
+tokens), build a 2-layer ``LlamaConfig`` with random weights and ``save_pretrained`` both. The
+verl tests and GPU smoke test build theirs here too, on their own corpus
+(:mod:`arenabench.trainers.verl.tiny_model`).
 
 Head size is 64 (2 heads x 64 = hidden 128): the CPU attention backend of vLLM rejects smaller
 head sizes. ``tokenizers`` and ``transformers`` are imported inside :func:`build_tiny_model`
@@ -13,6 +15,7 @@ only (they come with the ``vllm``/``verl`` extras, not the core install).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 #: A minimal chat template: vLLM's ``LLM.chat`` and ``vllm serve`` render messages with it.
@@ -39,11 +42,23 @@ def _corpus() -> list[str]:
     return out * 4
 
 
-def build_tiny_model(path: str | Path, *, vocab_size: int = 1024, seed: int = 0, max_len: int = 8192) -> Path:
+def build_tiny_model(
+    path: str | Path,
+    *,
+    vocab_size: int = 1024,
+    seed: int = 0,
+    max_len: int = 8192,
+    corpus: Sequence[str] | None = None,
+    special_tokens: Sequence[str] = SPECIAL_TOKENS,
+    chat_template: str = CHAT_TEMPLATE,
+) -> Path:
     """Write a random 2-layer Llama (hidden 128, head size 64) and its tokenizer to ``path``.
 
-    Deterministic for a given ``seed``. Returns ``path``. Idempotent: an existing complete
-    checkpoint (``config.json`` + ``tokenizer.json`` + weights) is reused as is.
+    The BPE is trained on ``corpus`` (default: the judge prompts). ``<unk>``, ``<s>``, ``</s>``
+    and ``<pad>`` in ``special_tokens`` become the tokenizer's unk/bos/eos/pad; any other entry
+    (e.g. chat role markers) is an additional special token. Deterministic for given arguments.
+    Returns ``path``. Idempotent: an existing complete checkpoint (``config.json`` +
+    ``tokenizer.json`` + weights) is reused as is.
     """
     path = Path(path)
     if (
@@ -54,23 +69,28 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 1024, seed: int = 0,
         return path
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    special_tokens = list(special_tokens)
+    named = {"<unk>": "unk_token", "<s>": "bos_token", "</s>": "eos_token", "<pad>": "pad_token"}
+    roles = {named[t]: t for t in special_tokens if t in named}
+    extra = [t for t in special_tokens if t not in named]
 
     path.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok = Tokenizer(models.BPE(unk_token=roles.get("unk_token")))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(_corpus() if corpus is None else list(corpus), trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+        tokenizer_object=tok, **roles, **({"additional_special_tokens": extra} if extra else {})
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.model_max_length = max_len
     fast.save_pretrained(path)
 
@@ -91,9 +111,12 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 1024, seed: int = 0,
         torch_dtype="float32",
     )
     model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id
+    )
     model.save_pretrained(path, safe_serialization=True)
     (path / "arenabench_tiny.json").write_text(json.dumps({"seed": seed, "vocab_size": len(fast)}))
     return path
 
 
-__all__ = ["CHAT_TEMPLATE", "build_tiny_model"]
+__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model"]

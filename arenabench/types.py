@@ -173,6 +173,17 @@ class JudgeFailure:
 
 
 @dataclass
+class Accounting:
+    """What one group's rewards cost: the engine counts it while the group's constructor plays."""
+
+    comparisons: int = 0  # matches the constructor asked for
+    judge_calls: int = 0  # requests this group paid for (first asker of a shared one), retries included
+    waves: int = 0
+    failures: int = 0  # judge requests that still failed after all retries
+    retries: int = 0
+
+
+@dataclass
 class ConstructorResult:
     """Per-trajectory reward/advantage/rank plus the cost and health of producing them.
 

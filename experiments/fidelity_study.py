@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from arenabench import rewards
-from arenabench.fidelity import columns, format_rows, plot_frontier, run_fidelity
+from arenabench.fidelity import columns, format_rows, plot_frontier, run_fidelity, tie_rate_line
 
 # configured variants the study reports next to every registered constructor's defaults
 VARIANTS = ["rrc_scr:cara=true", "double_elim:seeding=anchor"]
@@ -23,7 +23,7 @@ VARIANTS = ["rrc_scr:cara=true", "double_elim:seeding=anchor"]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results")
-    ap.add_argument("--judge", default="calibrated")
+    ap.add_argument("--judge", default="calibrated", help="judge preset, e.g. calibrated, integer")
     ap.add_argument("--groups", type=int, default=500)
     ap.add_argument("--sizes", default="4,8,16")
     ap.add_argument("--seed", type=int, default=0)
@@ -37,10 +37,12 @@ def main() -> None:
     df = pd.DataFrame(rows, columns=columns(rows))
     df.to_csv(out / "fidelity.csv", index=False)
     (out / "fidelity.json").write_text(json.dumps(rows, indent=2) + "\n")
+    judge_opt = "" if args.judge == "calibrated" else f" --judge {args.judge}"
     head = (
         f"# Fidelity study\n\njudge preset `{args.judge}`, {args.groups} simulated groups per N, "
-        f"seed {args.seed}; command: `python experiments/fidelity_study.py --out {args.out}`; "
+        f"seed {args.seed}; command: `python experiments/fidelity_study.py --out {args.out}{judge_opt}`; "
         f"python {platform.python_version()}.\n\n"
+        f"{tie_rate_line(args.judge, 8, args.groups, args.seed)}.\n\n"
     )
     (out / "fidelity.md").write_text(head + format_rows(rows, "markdown") + "\n")
     plot_frontier(

@@ -1,14 +1,12 @@
 """conf/ stays in step with the registry: a file per constructor, every parameter, its default."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import yaml
+from helpers import CONF
 
 from arenabench import judges, rewards
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 @pytest.mark.parametrize("name", rewards.names())
@@ -48,11 +46,9 @@ def test_llm_judge_conf_lists_every_parameter_with_its_default(kind):
     """conf/judge/{vllm,openai}.yaml name every backend parameter; defaults match the code."""
     import inspect
 
-    from arenabench.judges import factory
-
     cfg = yaml.safe_load((CONF / "judge" / f"{kind}.yaml").read_text())
     assert cfg.pop("kind") == kind
-    params = inspect.signature(factory._judge_class(kind).__init__).parameters
+    params = inspect.signature(judges.judge_class(kind).__init__).parameters
     expected = {n: p.default for n, p in params.items() if n not in ("self", "llm")}
     assert set(cfg) == set(expected)
     for name, default in expected.items():
@@ -70,10 +66,8 @@ def test_llm_judge_conf_lists_every_parameter_with_its_default(kind):
 
 
 def test_judge_factory_errors_name_the_choices():
-    from arenabench.judges import factory
-
     with pytest.raises(ValueError, match="registered: simulated, vllm, openai"):
-        factory.build({"kind": "vlm"})
+        judges.build({"kind": "vlm"})
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['temp'\].*valid: \['model'"):
-        factory.build({"kind": "vllm", "model": "m", "temp": 0.5})
-    assert factory.build({"kind": "simulated", "preset": "cot"}).config == judges.get("cot").config
+        judges.build({"kind": "vllm", "model": "m", "temp": 0.5})
+    assert judges.build({"kind": "simulated", "preset": "cot"}).config == judges.get("cot").config

@@ -10,6 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+pytestmark = pytest.mark.slow  # trains 27 tiny runs
+
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("pointwise", "seeded_single_elim", "oracle")
 SEEDS = (0, 1, 2)

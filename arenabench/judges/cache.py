@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arenabench.judges.accounting import WrapperStats
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, Trajectory
 
 KEY_VERSION = 1
@@ -257,7 +258,7 @@ def _decode_point(d: Mapping[str, Any]) -> float:
     return float(d["score"])
 
 
-class CachedJudge:
+class CachedJudge(WrapperStats):
     """A judge that answers from ``cache`` and sends only misses to ``inner``.
 
     Each :meth:`judge_pairs` (:meth:`score_points`) call makes at most ONE inner call of the
@@ -265,7 +266,9 @@ class CachedJudge:
     once). Successful replies are stored; failures and non-finite scores are returned but not
     stored. Pointwise keys carry ``order="point"`` and an empty second side, so they never
     collide with a pairwise key. ``hits`` / ``misses`` count distinct keys per call (this
-    judge's own, even when several judges share one :class:`JudgmentCache`).
+    judge's own, even when several judges share one :class:`JudgmentCache`); ``stats`` is the
+    inner judge's with ``cache_hits`` / ``cache_misses`` set from them
+    (:mod:`arenabench.judges.accounting`); :meth:`report` adds the file's own numbers.
     """
 
     def __init__(
@@ -291,31 +294,24 @@ class CachedJudge:
     def __repr__(self) -> str:
         return f"CachedJudge({self.inner!r}, model={self.model!r}, rubric={self.rubric!r})"
 
-    def key(self, r: PairRequest) -> str:
+    def _key(self, prompt: str, a_text: str, b_text: str, order: str, sample: int) -> str:
         return judgment_key(
             self.model,
             self.rubric,
-            r.prompt,
-            trajectory_content(r.a),
-            trajectory_content(r.b),
-            order="ab",
-            sample=r.sample,
+            prompt,
+            a_text,
+            b_text,
+            order=order,
+            sample=sample,
             sampling_params=self.sampling_params,
             extra=self.key_extra,
         )
 
+    def key(self, r: PairRequest) -> str:
+        return self._key(r.prompt, trajectory_content(r.a), trajectory_content(r.b), "ab", r.sample)
+
     def point_key(self, r: PointRequest) -> str:
-        return judgment_key(
-            self.model,
-            self.rubric,
-            r.prompt,
-            trajectory_content(r.traj),
-            "",
-            order="point",
-            sample=r.sample,
-            sampling_params=self.sampling_params,
-            extra=self.key_extra,
-        )
+        return self._key(r.prompt, trajectory_content(r.traj), "", "point", r.sample)
 
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
         return self._answer(list(requests), self.key, "judge_pairs", _encode, _decode)
@@ -354,7 +350,11 @@ class CachedJudge:
             self.cache.put_many(store)
         return [replies[k] for k in keys]
 
-    def stats(self) -> dict[str, Any]:
+    def own_stats(self) -> dict[str, Any]:
+        return {"cache_hits": self.hits, "cache_misses": self.misses}
+
+    def report(self) -> dict[str, Any]:
+        """The cache file's numbers plus this judge's inner calls and hits/misses."""
         return {
             **self.cache.stats(),
             "inner_calls": self.inner_calls,

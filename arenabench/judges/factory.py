@@ -1,46 +1,57 @@
-"""Build any judge from a ``conf/judge`` entry: ``kind`` picks the backend, the rest are its parameters.
+"""Build any judge from a ``judge`` config entry: ``kind`` picks the backend, the rest are its parameters.
 
-Backends are imported lazily so the core install (no vLLM, no aiohttp server) can build the
-simulated judge; an unknown ``kind`` or parameter is one error naming the valid choices.
+:data:`JUDGES` maps each kind to a lazy ``"module:Class"`` (as lm-evaluation-harness registers
+its models), so the core install (no vLLM, no aiohttp) builds the simulated judge and a backend's
+module is imported only when that kind is built. An unknown ``kind`` or parameter is one error
+naming the valid choices. ``cache`` / ``faults`` wrap the judge:
+:meth:`arenabench.judges.stack.JudgeStack.from_config` applies them.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from arenabench.registry import unknown_message
+from arenabench.registry import UnknownNameError, unknown_message
 
-JUDGE_KINDS = ("simulated", "vllm", "openai")
+JUDGES: dict[str, str] = {
+    "simulated": "arenabench.judges.simulated:SimulatedJudge",
+    "vllm": "arenabench.judges.vllm_offline:VLLMJudge",
+    "openai": "arenabench.judges.openai_compat:OpenAIJudge",
+}
+JUDGE_KINDS = tuple(JUDGES)
+STACK_KEYS = ("cache", "faults")  # config keys that wrap the judge rather than build it
+_INJECTED = ("self", "llm")  # constructor arguments that are not config values (a prebuilt engine)
 
 
-def _judge_class(kind: str):
-    if kind == "vllm":
-        from arenabench.judges.vllm_offline import VLLMJudge
-
-        return VLLMJudge
-    if kind == "openai":
-        from arenabench.judges.openai_compat import OpenAIJudge
-
-        return OpenAIJudge
-    raise ValueError(unknown_message("judge kind", kind, list(JUDGE_KINDS)))
+def judge_class(kind: str) -> type:
+    """The class registered for ``kind``, imported on first use."""
+    try:
+        target = JUDGES[kind]
+    except (KeyError, TypeError):
+        raise UnknownNameError(unknown_message("judge kind", kind, list(JUDGES))) from None
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def build(cfg: Mapping[str, Any]):
-    """A judge from a config mapping (``kind`` defaults to ``simulated``)."""
+    """The bare judge of a config mapping (``kind`` defaults to ``simulated``, whose ``preset``
+    defaults to ``calibrated``). ``cache`` / ``faults`` are skipped here: a trainer builds the
+    bare judge (its SNR probe measures the judge itself) and wraps it in a ``JudgeStack``."""
     cfg = dict(cfg)
     kind = cfg.pop("kind", "simulated")
-    if kind == "simulated":
-        from arenabench import judges
-
-        return judges.get(cfg.pop("preset", "calibrated"), **cfg)
-    cls = _judge_class(kind)
-    valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "llm")]
-    unknown = sorted(set(cfg) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown} for judge kind {kind!r}; valid: {valid}")
+    for key in STACK_KEYS:  # the stack's, not the judge's: JudgeStack applies them
+        cfg.pop(key, None)
+    cls = judge_class(kind)
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):  # the simulator checks its own
+        valid = [p for p in params if p not in _INJECTED]
+        unknown = sorted(set(cfg) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {unknown} for judge kind {kind!r}; valid: {valid}")
     return cls(**cfg)
 
 
-__all__ = ["JUDGE_KINDS", "build"]
+__all__ = ["JUDGES", "JUDGE_KINDS", "STACK_KEYS", "build", "judge_class"]

@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
+from arenabench.judges.accounting import WrapperStats
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
 
 KINDS = ("timeout", "raise", "malformed", "nan")
@@ -58,12 +59,14 @@ def _content(r) -> str:
     raise TypeError(f"FaultyJudge gets PairRequest or PointRequest, not {type(r).__name__}")
 
 
-class FaultyJudge:
+class FaultyJudge(WrapperStats):
     """Wraps ``inner`` (pairwise and/or pointwise) and injects faults at ``rate`` (see module doc).
 
     Attributes (cumulative): ``faulted`` — (request, attempt) pairs faulted; ``by_kind`` and
     ``by_attempt`` — the same split by kind and by attempt number; ``raised_batches`` — batch
-    calls that raised; ``batches`` / ``requests`` — what reached this wrapper.
+    calls that raised; ``batches`` / ``requests`` — what reached this wrapper. ``stats`` is the
+    inner judge's with ``faults`` = ``faulted`` (:mod:`arenabench.judges.accounting`);
+    :meth:`report` has the split.
     """
 
     def __init__(
@@ -169,7 +172,11 @@ class FaultyJudge:
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
         return self._run(requests, "score_points", math.nan)
 
-    def stats(self) -> dict:
+    def own_stats(self) -> dict:
+        return {"faults": self.faulted}
+
+    def report(self) -> dict:
+        """Every fault counter, split by kind and attempt."""
         return {
             "faulted": self.faulted,
             "by_kind": dict(self.by_kind),

@@ -23,9 +23,13 @@ import threading
 import time
 from collections.abc import Sequence
 
+from arenabench.judges.accounting import WrapperStats
 
-class LatencyJudge:
-    """Wraps any batch judge (``judge_pairs`` / ``score_points``) and sleeps to model a served one."""
+
+class LatencyJudge(WrapperStats):
+    """Wraps any batch judge (``judge_pairs`` / ``score_points``) and sleeps to model a served one.
+
+    ``stats`` is the inner judge's (it adds time, not counts); its own accounting is below."""
 
     def __init__(
         self,
@@ -91,7 +95,7 @@ class LatencyJudge:
         return self._call("score_points", requests)
 
 
-class Unbatched:
+class Unbatched(WrapperStats):
     """Sends each request of a batch as its own call, one after another: the per-match
     sequential driver's judge (with a :class:`LatencyJudge` inside, every request pays L)."""
 

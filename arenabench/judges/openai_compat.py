@@ -31,16 +31,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from arenabench.judges.accounting import request_seed
+from arenabench.judges.llm import LLMJudge
 from arenabench.judges.parsing import parse_verdict, verdict_label_probability
-from arenabench.judges.prompts import load_rubric, pair_prompt
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, content_hash
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
 _RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
 _MAX_REASON = 160
@@ -55,56 +55,6 @@ def _normalize_base_url(url: str) -> str:
     return url
 
 
-def request_seed(sample: int, attempt: int) -> int:
-    """The sampling seed sent for a request: stable, and different per (sample, attempt)."""
-    return content_hash(f"openai-judge:{int(sample)}:{int(attempt)}") % (2**31 - 1)
-
-
-def percentiles(xs: Sequence[float]) -> dict[str, float]:
-    """p50/p90/p99 with linear interpolation between closest ranks (numpy's default); NaN if empty."""
-    xs = sorted(xs)
-    out = {}
-    for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
-        if not xs:
-            out[name] = math.nan
-            continue
-        pos = (len(xs) - 1) * q / 100.0
-        lo = int(math.floor(pos))
-        hi = min(lo + 1, len(xs) - 1)
-        out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-    return out
-
-
-class JudgeAccounting:
-    """``stats`` and latency samples shared by the LLM backends (the keys the trainer reads).
-
-    ``requests``: pair requests received; ``calls``: backend calls made; ``retries``: transport
-    retries; ``failures``: final failures by reason prefix (the text before the first ``:``);
-    ``prompt_tokens`` / ``completion_tokens``: summed from what the backend reports.
-    """
-
-    def reset_stats(self) -> None:
-        """Zero ``stats`` and the latency record."""
-        self.stats: dict[str, Any] = {
-            "requests": 0,
-            "calls": 0,
-            "retries": 0,
-            "failures": {},
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-        }
-        self._latencies: list[float] = []
-
-    def latency_percentiles(self) -> dict[str, float]:
-        """p50/p90/p99 of per-call latency in seconds (NaN before any call)."""
-        return percentiles(self._latencies)
-
-    def _count_failure(self, failure: JudgeFailure) -> None:
-        prefix = failure.reason.split(":", 1)[0].strip() or "failure"
-        fails = self.stats["failures"]
-        fails[prefix] = fails.get(prefix, 0) + 1
-
-
 class _Retryable(Exception):
     """A transport-level problem worth another try; ``reason`` is already short and safe."""
 
@@ -113,7 +63,7 @@ class _Retryable(Exception):
         self.reason = reason
 
 
-class OpenAIJudge(JudgeAccounting):
+class OpenAIJudge(LLMJudge):
     """Pairwise judge over OpenAI-compatible chat-completions servers (see the module doc)."""
 
     def __init__(
@@ -145,29 +95,25 @@ class OpenAIJudge(JudgeAccounting):
             raise ValueError(f"backoff_s must be >= 0; got {backoff_s}")
         self.base_urls = [_normalize_base_url(u) for u in urls]
         self.endpoints = [u + "/v1/chat/completions" for u in self.base_urls]
-        self.model = model
-        self.rubric_name = rubric
-        self.rubric = load_rubric(rubric)  # fail early on an unknown rubric
+        if top_logprobs < 0:
+            raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
+        super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.api_key_env = api_key_env
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
         self.backoff_s = float(backoff_s)
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
         self.extra_body = dict(extra_body or {})
-        self.mask_tool_outputs = mask_tool_outputs
-        if top_logprobs < 0:
-            raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
-        self.top_logprobs = int(top_logprobs)
         self._next_url = 0
         self._lock = threading.Lock()
-        self.reset_stats()
 
     def __repr__(self) -> str:
-        return (
-            f"OpenAIJudge(base_urls={self.base_urls!r}, model={self.model!r}, rubric={self.rubric_name!r}, "
-            f"api_key_env={self.api_key_env!r}, max_concurrency={self.max_concurrency})"
+        return self._repr(
+            base_urls=self.base_urls,
+            model=self.model,
+            rubric=self.rubric_name,
+            api_key_env=self.api_key_env,
+            max_concurrency=self.max_concurrency,
         )
 
     # -- public --------------------------------------------------------------------------
@@ -213,22 +159,9 @@ class OpenAIJudge(JudgeAccounting):
         return text[:_MAX_REASON]
 
     def _body(self, req: PairRequest) -> dict[str, Any] | JudgeFailure:
-        reference = None
-        if self.rubric.uses_reference:
-            reference = (req.a.meta or {}).get("reference")
-            if reference is None:
-                return JudgeFailure(
-                    f"missing reference: rubric {self.rubric.name!r} needs a reference answer in "
-                    "trajectory meta['reference']"
-                )
-        messages = pair_prompt(
-            self.rubric,
-            req.prompt,
-            req.a,
-            req.b,
-            reference=reference,
-            mask_tool_outputs=self.mask_tool_outputs,
-        )
+        messages = self._messages(req)
+        if isinstance(messages, JudgeFailure):
+            return messages
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -349,4 +282,4 @@ def _reply_prob_a(choice: dict) -> float | None:
     return verdict_label_probability(tokens, tops)
 
 
-__all__ = ["JudgeAccounting", "OpenAIJudge", "percentiles", "request_seed"]
+__all__ = ["OpenAIJudge"]

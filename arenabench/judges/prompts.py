@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from arenabench.types import Trajectory
+from arenabench.types import JudgeFailure, PairRequest, Trajectory
 
 MASKED_TOOL_OUTPUT = "[tool output masked]"
 LABELS = ("A", "B", "tie")
@@ -214,6 +214,24 @@ def pair_prompt(
     return [{"role": "system", "content": _system_message(rubric)}, {"role": "user", "content": user}]
 
 
+def request_messages(
+    rubric: Rubric, req: PairRequest, mask_tool_outputs: bool = True
+) -> list[dict[str, str]] | JudgeFailure:
+    """:func:`pair_prompt` for an engine request, shared by the LLM backends. A rubric that needs
+    a reference the request lacks is that request's failure, not an exception for the batch."""
+    reference = None
+    if rubric.uses_reference:
+        reference = (req.a.meta or {}).get("reference")
+        if reference is None:
+            return JudgeFailure(
+                f"missing reference: rubric {rubric.name!r} needs a reference answer in "
+                "trajectory meta['reference']"
+            )
+    return pair_prompt(
+        rubric, req.prompt, req.a, req.b, reference=reference, mask_tool_outputs=mask_tool_outputs
+    )
+
+
 __all__ = [
     "MASKED_TOOL_OUTPUT",
     "VERDICT_JSON_SCHEMA",
@@ -224,6 +242,7 @@ __all__ = [
     "load_rubric",
     "pair_prompt",
     "render_trajectory",
+    "request_messages",
     "rubrics",
     "sanitize",
 ]

@@ -19,6 +19,17 @@ answer, and a new ``sample`` index gives a fresh independent draw):
 
 With no noise and no bias every score is strictly increasing in the side's own quality
 and independent of the opponent, so a perfect tournament recovers the exact order.
+
+**Integer score grid** (``score_grid = G``, the ``integer`` preset: G = 10). Real rubric judges
+answer on an integer scale — ArenaRL's judge gives each side 0–10 and the two orders are summed —
+so many comparisons tie. With a grid, each side's pairwise score is rounded to the nearest of
+the G + 1 levels ``0, 10/G, …, 10`` (G = 10: the integers 0–10), and the pointwise score to the
+nearest of ``0, 1/G, …, 1`` (a 0–10 rubric score divided by 10), both *after* the noise: the
+judge forms a noisy impression, then reports it on its rubric. The probability ``P(A better)``
+is left continuous (a logprob read off the verdict token is not on the rubric's grid). Equal
+grid scores are a tie (``MatchResult.winner`` is None); :func:`arenabench.diagnostics.tie_rate`
+measures how often that happens. ``score_grid = None`` (every other preset) is the continuous
+judge, bit-identical to the judge before grids existed.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
+from arenabench.judges.accounting import JudgeAccounting
 from arenabench.registry import unknown_message
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, content_hash
 
@@ -47,6 +59,9 @@ class SimulatedJudgeConfig:
     # P(A better) = sigmoid(prob_slope · judged latent difference). 1.7/σ ≈ 11 is what a
     # calibrated Thurstone judge would say; chain-of-thought judges commit and saturate.
     prob_slope: float = 11.0
+    # None: continuous scores. An int G >= 1: pairwise scores rounded to the G + 1 levels
+    # 0, 10/G, ..., 10 and pointwise scores to 0, 1/G, ..., 1 (see the module docstring).
+    score_grid: int | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -63,6 +78,9 @@ class SimulatedJudgeConfig:
         for name in ("position_bias", "length_bias"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite; got {getattr(self, name)!r}")
+        g = self.score_grid
+        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
+            raise ValueError(f"score_grid must be None (continuous) or an integer >= 1; got {g!r}")
 
 
 # Named presets. ``calibrated`` is tuned so that, on the fidelity study's default groups
@@ -89,6 +107,16 @@ PRESETS: dict[str, dict] = {
         length_bias=0.05,
         point_noise=0.02,
         prob_slope=COT_SLOPE,
+    ),
+    # ``calibrated`` reporting on a rubric's integer grid: 0–10 per side in a comparison, a
+    # 0–10 score / 10 pointwise (ArenaRL's judges). Ties are common; see ``tie_rate``.
+    "integer": dict(
+        pair_noise=0.15,
+        noise_model="thurstone",
+        position_bias=0.05,
+        length_bias=0.05,
+        point_noise=0.02,
+        score_grid=10,
     ),
 }
 
@@ -145,6 +173,11 @@ def _prompt_keys(requests) -> np.ndarray:
     return np.array([memo[r.prompt] for r in requests], dtype=np.uint64)
 
 
+def _on_grid(x: np.ndarray, grid: int, top: float) -> np.ndarray:
+    """``x`` in [0, top] rounded to the nearest of the ``grid + 1`` levels 0, top/grid, …, top."""
+    return np.rint(np.clip(x, 0.0, top) * (grid / top)) * (top / grid)
+
+
 def true_quality(traj) -> float:
     try:
         return float(traj.meta["quality"])
@@ -154,12 +187,16 @@ def true_quality(traj) -> float:
         ) from None
 
 
-class SimulatedJudge:
-    """Both a pairwise and a pointwise judge over hidden qualities (see module docstring)."""
+class SimulatedJudge(JudgeAccounting):
+    """Both a pairwise and a pointwise judge over hidden qualities (see module docstring).
+
+    ``stats`` counts like an LLM judge's (one ``call`` per non-empty batch, no tokens), so a
+    stack over a simulated judge reads the same counters."""
 
     def __init__(self, preset: str = "calibrated", **overrides):
         self.preset = preset
         self.config = preset_config(preset, **overrides)
+        self.reset_stats()
 
     def __repr__(self) -> str:
         return f"SimulatedJudge(preset={self.preset!r}, {asdict(self.config)})"
@@ -169,9 +206,17 @@ class SimulatedJudge:
             return np.zeros(len(lengths))
         return self.config.length_bias * np.log(np.maximum(lengths, 1) / LENGTH_REF)
 
-    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+    def _answer(self, fn, requests):
+        """One counted, timed "call" per non-empty batch, as an LLM backend counts a generate."""
         if not requests:
             return []
+        self.stats["requests"] += len(requests)
+        return self._timed_call(fn, requests)
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        return self._answer(self._judge_pairs, requests)
+
+    def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
         cfg = self.config
         qa = np.array([true_quality(r.a) for r in requests])
         qb = np.array([true_quality(r.b) for r in requests])
@@ -196,11 +241,14 @@ class SimulatedJudge:
         sb = qb + eb + self._length_term(lb)
         pa = 1.0 / (1.0 + np.exp(-cfg.prob_slope * (sa - sb)))
         sa, sb = 10.0 / (1.0 + np.exp(-sa)), 10.0 / (1.0 + np.exp(-sb))
+        if cfg.score_grid is not None:
+            sa, sb = _on_grid(sa, cfg.score_grid, 10.0), _on_grid(sb, cfg.score_grid, 10.0)
         return [PairJudgment(float(a), float(b), float(p)) for a, b, p in zip(sa, sb, pa, strict=True)]
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        if not requests:
-            return []
+        return self._answer(self._score_points, requests)
+
+    def _score_points(self, requests: Sequence[PointRequest]) -> list[float]:
         cfg = self.config
         q = np.array([true_quality(r.traj) for r in requests])
         lens = np.array([r.traj.length for r in requests], dtype=float)
@@ -213,4 +261,6 @@ class SimulatedJudge:
                 np.array([r.sample for r in requests], dtype=np.uint64),
             )
             s = np.clip(s + cfg.point_noise * _normals(keys, 1)[:, 0], 0.0, 1.0)
+        if cfg.score_grid is not None:
+            s = _on_grid(s, cfg.score_grid, 1.0)
         return [float(x) for x in s]

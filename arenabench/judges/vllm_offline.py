@@ -31,25 +31,23 @@ when the engine is first used.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from arenabench.judges.openai_compat import JudgeAccounting, request_seed
+from arenabench.judges.accounting import request_seed
+from arenabench.judges.llm import LLMJudge
 from arenabench.judges.parsing import _WINNER_SCORES, parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import (
     LABELS,
     VERDICT_JSON_SCHEMA,
     consistent_verdict_regex,
-    load_rubric,
-    pair_prompt,
 )
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
 STRUCTURED_MODES = ("regex", "choice", "json", None)
 
 
-class VLLMJudge(JudgeAccounting):
+class VLLMJudge(LLMJudge):
     """Pairwise judge over an offline ``vllm.LLM`` (see the module doc)."""
 
     def __init__(
@@ -75,22 +73,15 @@ class VLLMJudge(JudgeAccounting):
             raise ValueError(f"choices must be a non-empty subset of {list(LABELS)}; got {list(choices)}")
         if reasoning_chars < 0 or max_tokens < 1 or top_logprobs < 0:
             raise ValueError("reasoning_chars and top_logprobs must be >= 0 and max_tokens >= 1")
-        self.model = model
-        self.rubric_name = rubric
-        self.rubric = load_rubric(rubric)
+        super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.structured = structured
         self.choices = list(choices)
         self.reasoning_chars = int(reasoning_chars)
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
-        self.top_logprobs = int(top_logprobs)
-        self.mask_tool_outputs = mask_tool_outputs
         self.engine_kwargs = dict(engine_kwargs or {})
         self._llm = llm
-        self.reset_stats()
 
     def __repr__(self) -> str:
-        return f"VLLMJudge(model={self.model!r}, rubric={self.rubric_name!r}, structured={self.structured!r})"
+        return self._repr(model=self.model, rubric=self.rubric_name, structured=self.structured)
 
     def _fail(self, reason: str) -> JudgeFailure:
         failure = JudgeFailure(reason)
@@ -128,19 +119,9 @@ class VLLMJudge(JudgeAccounting):
         )
 
     def _prompt(self, req: PairRequest, tokenizer) -> str | JudgeFailure:
-        reference = None
-        if self.rubric.uses_reference:
-            reference = (req.a.meta or {}).get("reference")
-            if reference is None:
-                return JudgeFailure(f"missing reference: rubric {self.rubric.name!r} needs meta['reference']")
-        messages = pair_prompt(
-            self.rubric,
-            req.prompt,
-            req.a,
-            req.b,
-            reference=reference,
-            mask_tool_outputs=self.mask_tool_outputs,
-        )
+        messages = self._messages(req)
+        if isinstance(messages, JudgeFailure):
+            return messages
         if self.structured == "choice":  # the constrained reply is a bare label, so ask for one
             messages[-1]["content"] += "\nAnswer with only the label: " + " or ".join(self.choices) + "."
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -169,10 +150,7 @@ class VLLMJudge(JudgeAccounting):
             params.append(self.sampling_params(req))
             where.append(k)
         if prompts:
-            self.stats["calls"] += 1
-            t0 = time.perf_counter()
-            outputs = llm.generate(prompts, params, use_tqdm=False)
-            self._latencies.append(time.perf_counter() - t0)
+            outputs = self._timed_call(llm.generate, prompts, params, use_tqdm=False)
             for k, res in zip(where, outputs, strict=True):
                 out[k] = self._read(res)
         return out  # type: ignore[return-value]

@@ -1,5 +1,8 @@
 """Reward constructors, registered by name: ``arenabench.rewards.get("seeded_single_elim")``."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from arenabench.rewards import (  # noqa: F401  (importing registers)
     adaptive,
     anchor,
@@ -22,6 +25,12 @@ def get(name: str, **params) -> Constructor:
     return REGISTRY.get(name, **params)
 
 
+def build(cfg: Mapping[str, Any]) -> Constructor:
+    """The constructor of a ``reward`` config entry: ``name`` plus its parameters (both trainers)."""
+    cfg = dict(cfg)
+    return REGISTRY.get(cfg.pop("name"), **cfg)
+
+
 def names() -> list[str]:
     return REGISTRY.names()
 
@@ -41,4 +50,4 @@ def from_spec(spec: str) -> Constructor:
     return REGISTRY.get(name.strip(), **params)
 
 
-__all__ = ["Constructor", "Outcome", "REGISTRY", "from_spec", "get", "names", "register"]
+__all__ = ["Constructor", "Outcome", "REGISTRY", "build", "from_spec", "get", "names", "register"]

@@ -22,6 +22,10 @@ class Adaptive(Constructor):
     (any registered constructor, built with ``tournament_params``). ``extra["summary"]``
     records ``routed`` and ``zero_adv_before`` per group; :func:`routing_report` sums them.
     ``votes``/``ddof`` of this wrapper apply to the verifier path; the tournament has its own.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. Equal verifier rewards carry none and are routed to the
+    tournament, whose own tie/failure rule then applies (all ties or all failures: advantage 0).
     """
 
     verifier: str = "exact_match"
@@ -43,6 +47,9 @@ class Adaptive(Constructor):
         routed = self.route and len(group) > 1 and bool(np.all(r == r[0]))
         inner = self._inner.prepare(group, step) if routed else group
         return replace(inner, meta={**inner.meta, _ROUTED: routed, "verifier_reward": r})
+
+    def bind_reference(self, policy) -> None:
+        self._inner.bind_reference(policy)
 
     def validate_group(self, group: Group) -> None:
         if group.meta.get(_ROUTED):

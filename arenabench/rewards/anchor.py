@@ -4,34 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
-
-
-def anchor_phase(c: Constructor, group):
-    """Yield one wave of (i vs anchor) matches; return (scores, results, n_failed).
-
-    Exploratory score = its bidirectional summed score against the anchor; the anchor's
-    score = the mean of its scores over those comparisons. A failed comparison leaves the
-    explorer's score NaN (and out of the anchor's mean).
-    """
-    a = group.anchor
-    others = [i for i in range(len(group)) if i != a]
-    results = yield [c.match(i, a) for i in others]
-    score = np.full(len(group), np.nan)
-    anchor_side = []
-    failed = 0
-    for m in results:
-        if m.failed:
-            failed += 1
-            continue
-        score[m.i] = m.score_i
-        anchor_side.append(m.score_j)
-    if anchor_side:
-        score[a] = float(np.mean(anchor_side))
-    return score, list(results), failed
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.brackets import anchor_phase
+from arenabench.rewards.failures import failure_flags
 
 
 @register("anchor")
@@ -40,6 +16,11 @@ class Anchor(Constructor):
     """Rank by score against the greedy anchor (the anchor by its mean score). Cheapest
     topology; cannot resolve two explorers that beat the anchor by similar margins.
     A failed comparison leaves that explorer unranked (advantage 0, flagged).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. Equal scores against the anchor share their rank (nothing
+    breaks them by index); a judge that ties every call gives every explorer the anchor's own
+    score, and one that fails every call leaves everyone unranked: advantage 0.
     """
 
     needs_anchor = True

@@ -10,10 +10,19 @@ import numpy as np
 
 from arenabench.advantages import rank_rewards, ranks_from_keys, standardize
 from arenabench.registry import Registry
-from arenabench.types import ConstructorResult, Group, Match, MatchResult, Score, ScoreResult
+from arenabench.rewards.failures import failure_flags, split_failures  # noqa: F401 (failure_flags: re-exported)
+from arenabench.types import (
+    Accounting,
+    ConstructorResult,
+    Group,
+    Match,
+    MatchResult,
+    Score,
+    ScoreResult,
+)
 
-Asks = list[Match | Score]
-Replies = list[MatchResult | ScoreResult]
+Asks = list[Match | Score]  # one wave of requests from one group
+Replies = list[MatchResult | ScoreResult]  # their results, in the order asked
 
 
 @dataclass
@@ -24,6 +33,10 @@ class Outcome:
     reward: np.ndarray | None = None
     flags: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ``play``'s protocol: yield a wave of asks, receive its replies, ..., return the outcome.
+Play = Generator[Asks, Replies, Outcome]
 
 
 @dataclass
@@ -52,12 +65,16 @@ class Constructor:
 
     # -- to implement ------------------------------------------------------------------------
 
-    def play(self, group: Group, rng: np.random.Generator) -> Generator[Asks, Replies, Outcome]:
+    def play(self, group: Group, rng: np.random.Generator) -> Play:
         raise NotImplementedError
 
     def prepare(self, group: Group, step: int) -> Group:
         """The group the engine judges; AGR attaches its reference-policy anchors here."""
         return group
+
+    def bind_reference(self, policy) -> None:
+        """Use ``policy`` (``generate(group, n, generation)``) as this constructor's reference
+        policy: a trainer hands over its frozen initial policy. Most constructors have none."""
 
     # -- shared --------------------------------------------------------------------------------
 
@@ -81,7 +98,12 @@ class Constructor:
     def match(self, i: int, j: int) -> Match:
         return Match(i, j, votes=self.votes)
 
-    def finalize(self, group: Group, outcome: Outcome) -> ConstructorResult:
+    def finalize(
+        self, group: Group, outcome: Outcome, accounting: Accounting | None = None
+    ) -> ConstructorResult:
+        """The group's result, built once from ``play``'s outcome and the engine's ``accounting``
+        (so nothing edits a result after it is made)."""
+        acc = accounting if accounting is not None else Accounting()
         n = len(group)
         flags = list(outcome.flags)
         if outcome.reward is not None:
@@ -101,14 +123,20 @@ class Constructor:
         adv = standardize(reward, ddof=self.ddof)
         if not np.any(adv) and "zero_advantage" not in flags:
             flags.append("zero_advantage")
+        if acc.failures:
+            flags.append(f"judge_failures:{acc.failures}")
         return ConstructorResult(
-            reward=np.nan_to_num(reward, nan=0.0), advantage=adv, rank=rank, flags=flags, extra=outcome.extra
+            reward=np.nan_to_num(reward, nan=0.0),
+            advantage=adv,
+            rank=rank,
+            comparisons=acc.comparisons,
+            judge_calls=acc.judge_calls,
+            waves=acc.waves,
+            failures=acc.failures,
+            retries=acc.retries,
+            flags=flags,
+            extra=outcome.extra,
         )
-
-
-def failure_flags(failed: int) -> list[str]:
-    """The flag every constructor raises for matches that failed after the engine's retries."""
-    return [f"failed_matches:{failed}"] if failed else []
 
 
 def trivial_outcome(group: Group, why: str) -> Outcome:
@@ -125,9 +153,7 @@ def mean_scores(n: int, results: list[MatchResult]) -> np.ndarray:
     """Mean per-match (bidirectional, summed) score of each trajectory; NaN if it has none."""
     tot = np.zeros(n)
     cnt = np.zeros(n)
-    for m in results:
-        if m.failed:
-            continue
+    for m in split_failures(results)[0]:
         tot[m.i] += m.score_i
         tot[m.j] += m.score_j
         cnt[m.i] += 1

@@ -1,10 +1,72 @@
-"""Bracket helpers shared by the elimination topologies."""
+"""Pieces the elimination topologies share: the anchor seeding phase, the seeded bracket, the
+rule for a tied or failed bracket game, and the helpers they are built from.
+
+No information, no advantage. A bracket must still advance someone from a game the judge tied
+or failed, but that decision must not pass for evidence. ``decide`` takes it from other
+evidence where the judge gave some — the two players' mean match scores so far (seeding
+included) — and otherwise from a coin flip on the group's seeded ``rng`` (independent of index
+and slot). Every coin-flip game is recorded in ``links``; ``pool_ranks`` then gives the players
+joined by coin-flip games one shared (mean) rank, so a coin flip separates no one: with a judge
+that ties or fails every call every game is a coin flip, the bracket's games join all players,
+and every advantage is 0. Seeding ties (equal or NaN scores) are broken by a seeded random
+permutation, never by index.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
-from arenabench.types import MatchResult
+from arenabench.rewards.base import Constructor, mean_scores
+from arenabench.rewards.failures import split_failures
+from arenabench.types import Group, MatchResult
+
+
+def anchor_phase(c: Constructor, group: Group):
+    """Yield one wave of (i vs anchor) matches; return (scores, results, n_failed).
+
+    Exploratory score = its bidirectional summed score against the anchor; the anchor's
+    score = the mean of its scores over those comparisons. A failed comparison leaves the
+    explorer's score NaN (and out of the anchor's mean). ArenaRL's anchor topology is this
+    phase alone; the brackets use it to seed.
+    """
+    a = group.anchor
+    others = [i for i in range(len(group)) if i != a]
+    results = yield [c.match(i, a) for i in others]
+    score = np.full(len(group), np.nan)
+    ok, failed = split_failures(results)
+    for m in ok:
+        score[m.i] = m.score_i
+    if ok:
+        score[a] = float(np.mean([m.score_j for m in ok]))
+    return score, list(results), failed
+
+
+def single_elimination(
+    c: Constructor,
+    seeds: list[int],
+    history: list,
+    flags: Counter,
+    rng: np.random.Generator | None = None,
+    links: list[tuple[int, int]] | None = None,
+):
+    """Play the seeded bracket of ``seeds`` (best first; byes to the top seeds), one wave a
+    round, recording matches in ``history``, tie/failure flags in ``flags`` (a Counter) and
+    coin-flip games in ``links`` (see ``decide``; ``rng`` flips the coins).
+    Return (the round each player lost in, the champion getting rounds + 1; the champion)."""
+    depth = np.zeros(len(seeds))
+    alive = seeded_slots(seeds)
+    rnd = 0
+    while len(alive) > 1:
+        rnd += 1
+        pairs, games = round_pairs(alive)
+        decided = yield from play_games(c, games, history, flags, rng, links)
+        for _, loser in decided:
+            depth[loser] = rnd
+        alive = advance(pairs, decided)
+    depth[alive[0]] = rnd + 1
+    return depth, alive[0]
 
 
 def bracket_order(size: int) -> list[int]:
@@ -31,19 +93,78 @@ def seeded_slots(seeds: list[int]) -> list[int | None]:
     return [seeds[s - 1] if s <= n else None for s in bracket_order(size)]
 
 
-def seed_order(score: np.ndarray) -> list[int]:
-    """Players best-first by seeding score; NaN (failed seeding) goes last; ties by index."""
+def seed_order(score: np.ndarray, rng: np.random.Generator) -> list[int]:
+    """Players best-first by seeding score; NaN (failed seeding) goes last. Equal scores (NaNs
+    among themselves included) are ordered by a seeded random permutation, never by index; the
+    permutation is drawn only when there is such a tie, so tie-free seedings use no draw."""
     key = np.nan_to_num(np.asarray(score, dtype=float), nan=-np.inf)
-    return sorted(range(len(key)), key=lambda i: (-key[i], i))
+    n = len(key)
+    tiebreak = rng.permutation(n) if len(np.unique(key)) < n else np.zeros(n, dtype=int)
+    return sorted(range(n), key=lambda i: (-key[i], int(tiebreak[i])))
 
 
-def decide(m: MatchResult, x: int, y: int, seed_pos: dict[int, int]) -> tuple[int, int, str | None]:
-    """(winner, loser, flag). A tie or failed match goes to the higher seed, flagged."""
+def coin_flip(rng: np.random.Generator | None, x: int, y: int) -> int:
+    """A fair, seeded coin between ``x`` and ``y`` (which is passed first does not matter)."""
+    if rng is None:
+        raise ValueError("a tied or failed game without other evidence needs the group's rng")
+    return x if rng.random() < 0.5 else y
+
+
+def decide(
+    m: MatchResult,
+    x: int,
+    y: int,
+    history: list,
+    flags: Counter,
+    rng: np.random.Generator | None,
+    links: list[tuple[int, int]] | None,
+) -> tuple[int, int]:
+    """(winner, loser) of a bracket game ``x`` vs ``y`` whose result ``m`` is in ``history``.
+
+    A verdict decides. A tie or failure (flagged ``tied_match`` / ``failed_match``) goes to the
+    player with the higher mean match score so far (``evidence_tiebreak``); when those are equal
+    or missing, a seeded coin flip decides (``coin_flip``) and the game is added to ``links``
+    so that it separates no one in the final ranking (``pool_ranks``)."""
     w = m.winner
-    if w is None:
-        hi, lo = (x, y) if seed_pos[x] < seed_pos[y] else (y, x)
-        return hi, lo, "failed_match" if m.failed else "tied_match"
-    return w, (y if w == x else x), None
+    if w is not None:
+        return w, (y if w == x else x)
+    flags["failed_match" if m.failed else "tied_match"] += 1
+    ms = mean_scores(1 + max(max(r.i, r.j) for r in history), history)
+    if np.isfinite(ms[x]) and np.isfinite(ms[y]) and ms[x] != ms[y]:
+        flags["evidence_tiebreak"] += 1
+        w = x if ms[x] > ms[y] else y
+    else:
+        flags["coin_flip"] += 1
+        w = coin_flip(rng, x, y)
+        if links is not None:
+            links.append((x, y))
+    return w, (y if w == x else x)
+
+
+def pool_ranks(rank: np.ndarray, links: list[tuple[int, int]]) -> np.ndarray:
+    """Ranks where every set of players joined by coin-flip games (``links``, connected
+    components) shares the mean of its members' ranks: no order that rests on a coin is kept.
+    Unranked (NaN) members stay unranked. Without links the ranks are returned unchanged."""
+    rank = np.asarray(rank, dtype=float).copy()
+    if not links:
+        return rank
+    parent = list(range(len(rank)))
+
+    def root(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for x, y in links:
+        parent[root(x)] = root(y)
+    roots = np.array([root(a) for a in range(len(rank))])
+    out = rank.copy()
+    for r in np.unique(roots):
+        members = (roots == r) & ~np.isnan(rank)
+        if members.sum() > 1:
+            out[members] = rank[members].mean()
+    return out
 
 
 def round_pairs(slots: list[int | None]) -> tuple[list[tuple], list[tuple[int, int]]]:
@@ -58,15 +179,16 @@ def advance(pairs: list[tuple], decided: list[tuple[int, int]]) -> list[int]:
     return [x if y is None else y if x is None else next(winners) for x, y in pairs]
 
 
-def play_games(c, games: list[tuple[int, int]], seed_pos: dict[int, int], history: list, flags):
+def play_games(
+    c,
+    games: list[tuple[int, int]],
+    history: list,
+    flags: Counter,
+    rng: np.random.Generator | None = None,
+    links: list[tuple[int, int]] | None = None,
+):
     """Yield one wave of ``games``; record results in ``history``, tie/failure flags in ``flags``
-    (a Counter); return (winner, loser) per game, ties and failures going to the higher seed."""
+    (a Counter); return (winner, loser) per game, a tie or failure settled by ``decide``."""
     results = yield [c.match(x, y) for x, y in games]
-    decided = []
-    for (x, y), m in zip(games, results, strict=True):
-        history.append(m)
-        w, loser, flag = decide(m, x, y, seed_pos)
-        if flag:
-            flags[flag] += 1
-        decided.append((w, loser))
-    return decided
+    history.extend(results)  # the whole wave is evidence for its own tied games
+    return [decide(m, x, y, history, flags, rng, links) for (x, y), m in zip(games, results, strict=True)]

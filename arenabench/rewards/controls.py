@@ -59,7 +59,10 @@ def _finite_ranks(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
 @dataclass
 class Oracle(Constructor):
     """Control: reward = hidden true quality (no judge call), GRPO standardization — a noiseless
-    pointwise judge. Needs ``meta["quality"]`` on every trajectory; ``votes`` is unused."""
+    pointwise judge. Needs ``meta["quality"]`` on every trajectory; ``votes`` is unused.
+
+    No information, no advantage: it asks no judge, so judge ties and failures do not reach it;
+    equal qualities get equal rewards (advantage 0)."""
 
     def validate_group(self, group) -> None:
         super().validate_group(group)
@@ -77,7 +80,9 @@ class Oracle(Constructor):
 class RankOracle(Constructor):
     """Control: rank by hidden true quality → ArenaRL rank reward 1 − rank/(N−1) → GRPO
     standardization (no judge call) — a perfect tournament. Needs ``meta["quality"]``; ``votes``
-    is unused."""
+    is unused.
+
+    No information, no advantage: it asks no judge; equal qualities share their rank."""
 
     def validate_group(self, group) -> None:
         super().validate_group(group)
@@ -97,7 +102,11 @@ class RankOracle(Constructor):
 class PointwiseRank(Pointwise):
     """Control: pointwise judge scores (the same requests as ``pointwise``) → their ranks →
     ArenaRL rank reward 1 − rank/(N−1) → standardization: pointwise's information in a
-    tournament's shape. Its ranks equal the pointwise arm's ranks on the same replies."""
+    tournament's shape. Its ranks equal the pointwise arm's ranks on the same replies.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. Equal scores share their rank; a failed trajectory is
+    unranked; all equal or all failed: advantage 0."""
 
     def play(self, group, rng):
         outcome = yield from super().play(group, rng)

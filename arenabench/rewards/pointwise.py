@@ -18,6 +18,10 @@ class Pointwise(Constructor):
     This is the path that discriminative collapse breaks: when in-group scores sit in a
     narrow band, σ is mostly judge noise and dividing by it amplifies that noise. A
     trajectory whose every score request failed is left unranked (advantage 0, flagged).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. Equal scores (a rubric grid makes them common) share their rank and
+    get equal rewards; all equal or all failed: advantage 0. Nothing is ordered by index.
     """
 
     def play(self, group, rng):

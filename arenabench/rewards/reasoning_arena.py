@@ -8,60 +8,27 @@ comparison graph gives strengths; the reward is their min-max to [0, 1].
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from itertools import combinations
 
-import numpy as np
-
-from arenabench.aggregation import bradley_terry, minmax, soft_outcome
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
-
-
-def observations(results, gamma: float) -> tuple[list[tuple[int, int, float]], int]:
-    """(i, j, soft outcome) for every successful sample, and the number of failed matches."""
-    obs: list[tuple[int, int, float]] = []
-    failed = 0
-    for m in results:
-        if m.failed:
-            failed += 1
-            continue
-        for a, b in m.samples:
-            obs.append((m.i, m.j, float(soft_outcome(np.sign(a - b), gamma))))
-    return obs, failed
-
-
-def fit(n: int, obs, l2: float) -> np.ndarray:
-    if not obs:
-        return np.zeros(n)
-    i, j, o = (np.array(c) for c in zip(*obs, strict=True))
-    return bradley_terry(n, i.astype(int), j.astype(int), o.astype(float), l2=l2)
+from arenabench.rewards.base import Outcome, register, trivial_outcome
+from arenabench.rewards.bradley_terry import BradleyTerryBase, Observation, evidence, unit_reward
+from arenabench.rewards.failures import failure_flags
 
 
 @dataclass
-class _ArenaBase(Constructor):
+class _ArenaBase(BradleyTerryBase):
     gamma: float = 0.9
     l2: float = 0.1
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (isinstance(self.gamma, int | float) and 0.5 < self.gamma <= 1.0):
-            raise ValueError(
-                f"{self.name}: gamma (the outcome of a win) must be in (0.5, 1]; got {self.gamma!r}"
-            )
-        if not (isinstance(self.l2, int | float) and math.isfinite(self.l2) and self.l2 > 0):
-            raise ValueError(f"{self.name}: l2 must be a finite number > 0; got {self.l2!r}")
+        self.check_fit_params()
 
-    def outcome(self, n: int, obs, failed: int) -> Outcome:
-        theta = fit(n, obs, self.l2)
-        seen = np.zeros(n, dtype=bool)
-        for i, j, _ in obs:
-            seen[[i, j]] = True
-        reward = np.full(n, np.nan)
-        if seen.any():
-            reward[seen] = minmax(theta[seen])
-        flags = failure_flags(failed)
-        return Outcome(reward=reward, flags=flags, extra={"strength": theta})
+    def outcome(self, n: int, obs: list[Observation], failed: int) -> Outcome:
+        theta = self.fit(n, obs)
+        reward = unit_reward(theta, evidence(n, obs))
+        return Outcome(reward=reward, flags=failure_flags(failed), extra={"strength": theta})
 
 
 @register("reasoning_arena_live")
@@ -72,22 +39,28 @@ class ReasoningArenaLive(_ArenaBase):
     comparisons (18 at N = 8) in N − 1 waves. "Current" = the BT fit so far, ties by
     arrival. Then BT over everything, min-max to [0, 1] (γ = ``gamma``, L2 = ``l2``; our
     defaults — a trace with no successful comparison is unranked, flagged).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A tie is ½ to each side (the paper's soft outcome) and a
+    failed comparison is no observation, so all ties give equal strengths and all failures no
+    evidence: advantage 0. Arrival order and "ties by arrival" only choose which pairs are asked;
+    the reward is the BT fit of the judge's verdicts alone.
     """
 
     def play(self, group, rng):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
         n = len(group)
-        obs: list[tuple[int, int, float]] = []
+        obs: list[Observation] = []
         failed = 0
         for t in range(1, n):
             placed = list(range(t))
-            theta = fit(n, obs, self.l2)
+            theta = self.fit(n, obs)
             standing = sorted(placed, key=lambda k: (-theta[k], k))
             picks = [standing[0], standing[-1], standing[len(standing) // 2]]
             opponents = list(dict.fromkeys(picks))
             results = yield [self.match(t, o) for o in opponents]
-            new, f = observations(results, self.gamma)
+            new, f, _ = self.observations(results)
             obs += new
             failed += f
         return self.outcome(n, obs, failed)
@@ -97,11 +70,17 @@ class ReasoningArenaLive(_ArenaBase):
 @dataclass
 class ReasoningArenaFull(_ArenaBase):
     """The O(N²) reference of :class:`ReasoningArenaLive`: every pair once, same outcomes,
-    BT fit and min-max."""
+    BT fit and min-max.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. As for ``reasoning_arena_live``: a tie is ½ each, a failure
+    no observation; all ties or all failures give advantage 0.
+    """
 
     def play(self, group, rng):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
         n = len(group)
         results = yield [self.match(i, j) for i, j in combinations(range(n), 2)]
-        return self.outcome(n, *observations(results, self.gamma))
+        obs, failed, _ = self.observations(results)
+        return self.outcome(n, obs, failed)

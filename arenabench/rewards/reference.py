@@ -15,11 +15,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from arenabench.registry import Registry
-from arenabench.sim import SimulatedReference
 from arenabench.types import Group, Trajectory
 
+# name -> reference policy class; RRC's AGR registers the simulator's ("simulated")
 REFERENCE_POLICIES: Registry = Registry("reference policy")
-REFERENCE_POLICIES.register("simulated")(SimulatedReference)
 
 
 class AnchorPool:

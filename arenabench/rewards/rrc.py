@@ -15,9 +15,15 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.aggregation import kemeny_greedy, order_wins
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.failures import failure_flags, split_failures
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
+from arenabench.sim import SimulatedReference
 from arenabench.types import Group, MatchResult
+
+# AGR's default reference: the simulator's step-0 policy, for simulated groups (a trainer
+# replaces it with its own policy through ``bind_reference``)
+REFERENCE_POLICIES.register("simulated")(SimulatedReference)
 
 
 def votes_for(m: MatchResult) -> tuple[float, float] | None:
@@ -36,17 +42,32 @@ def tally(size: int, results) -> tuple[np.ndarray, np.ndarray, int]:
     """Vote matrix (W[i, j] = votes for i over j), majority wins per index, failed matches."""
     W = np.zeros((size, size))
     wins = np.zeros(size)
-    failed = 0
-    for m in results:
+    ok, failed = split_failures(results)
+    for m in ok:
         v = votes_for(m)
-        if v is None:
-            failed += 1
-            continue
         W[m.i, m.j], W[m.j, m.i] = v
         o = majority(*v)
         wins[m.i] += o
         wins[m.j] += 1.0 - o
     return W, wins, failed
+
+
+def pool_unsupported(wins: np.ndarray, order, W: np.ndarray) -> np.ndarray:
+    """CARA's win counts, with every run of neighbours in the Kemeny ``order`` that no evidence
+    separates (equal votes both ways and equal Borda counts ``W.sum(1)``) sharing its mean."""
+    out = np.asarray(wins, dtype=float).copy()
+    order = [int(x) for x in order]
+    borda = W.sum(1)
+    run = [order[0]] if order else []
+    for a, b in zip(order, order[1:], strict=False):
+        if W[a, b] == W[b, a] and borda[a] == borda[b]:
+            run.append(b)
+            continue
+        out[run] = out[run].mean()
+        run = [b]
+    if run:
+        out[run] = out[run].mean()
+    return out
 
 
 def three_cycles(W: np.ndarray) -> int:
@@ -69,6 +90,12 @@ class RRCSCR(Constructor):
     each trajectory's total votes) and the reward is α·(its win counts, N−1 … 0), so cyclic
     preferences cannot cancel out. A failed pair gives no
     win to either side (flagged); under CARA it carries no weight.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. The majority already counts a split vote (every 2V-sample tie) as ½
+    for each side, so all ties give every trajectory (N−1)/2 and all failures 0: equal rewards.
+    Under CARA, neighbours of the Kemeny order that are tied in votes and in Borda count were
+    put in order by index alone; such runs share their mean win count.
     """
 
     alpha: float = 0.1
@@ -93,7 +120,7 @@ class RRCSCR(Constructor):
         }
         if self.cara:
             order, cost = kemeny_greedy(W, tiebreak=W.sum(1))  # equal margins: Borda count
-            wins = order_wins(order)
+            wins = pool_unsupported(order_wins(order), order, W)
             extra.update(kemeny_order=order, kemeny_disagreement=cost)
         flags = failure_flags(failed)
         return Outcome(reward=self.alpha * wins, flags=flags, extra=extra)
@@ -108,6 +135,11 @@ class RRCAGR(Constructor):
     prompt, reused every step (cost counted once: ``extra["summary"]["reference_rollouts"]``),
     regenerated every ``refresh_every`` steps if > 0, stored at ``pool_path`` if given. A
     failed pair is no win (flagged). Replace ``pool`` to use precomputed anchors.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A split vote is ½ a win and a failed pair none, for every rollout
+    alike, so all ties or all failures give equal rewards (advantage 0); nothing is ordered by
+    index or seed.
     """
 
     alpha: float = 0.1
@@ -123,6 +155,11 @@ class RRCAGR(Constructor):
         self.pool = AnchorPool(
             REFERENCE_POLICIES.get(self.reference), self.n_anchors, self.refresh_every, self.pool_path
         )
+
+    def bind_reference(self, policy) -> None:
+        """A trainer's reference policy replaces the simulator's; a named real one stays."""
+        if self.reference == "simulated":
+            self.pool.policy = policy
 
     def prepare(self, group: Group, step: int) -> Group:
         before = self.pool.generated
@@ -154,6 +191,11 @@ class PRC(Constructor):
     probabilities saturate near 0 and 1 — ``extra`` holds their 10-bucket histogram and
     ``summary["prob_extreme"]``, the share in [0, 0.1] ∪ [0.9, 1]. A failed comparison
     leaves that candidate unranked (flagged).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A judge that cannot tell the pair apart reports P = ½, the reference's
+    own reward, so all ties give equal rewards; all failures leave only the reference ranked
+    (advantage 0 for everyone).
     """
 
     needs_anchor = True
@@ -166,11 +208,8 @@ class PRC(Constructor):
         reward = np.full(len(group), np.nan)
         reward[a] = 0.5
         probs: list[float] = []
-        failed = 0
-        for m in results:
-            if m.failed:
-                failed += 1
-                continue
+        ok, failed = split_failures(results)
+        for m in ok:
             if math.isnan(m.prob_i):
                 raise ValueError(
                     "prc needs a judge that reports P(A is better) (PairJudgment.prob_a); this judge "

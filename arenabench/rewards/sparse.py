@@ -25,40 +25,16 @@ from itertools import combinations
 
 import numpy as np
 
-from arenabench.aggregation import minmax, soft_outcome
-from arenabench.rewards.anchor import anchor_phase
-from arenabench.rewards.base import (
-    Constructor,
-    Outcome,
-    failure_flags,
-    mean_scores,
-    register,
-    trivial_outcome,
-)
-from arenabench.rewards.brackets import advance, play_games, round_pairs, seed_order, seeded_slots
-from arenabench.rewards.reasoning_arena import fit
+from arenabench.rewards.base import Outcome, mean_scores, register, trivial_outcome
+from arenabench.rewards.brackets import anchor_phase, seed_order, single_elimination
+from arenabench.rewards.bradley_terry import BradleyTerryBase, evidence, unit_reward
+from arenabench.rewards.failures import failure_flags, split_failures
 
 OUTCOMES = ("prob", "verdict", "score")
 
 
-def observations(results, outcome: str, gamma: float) -> tuple[list[tuple[int, int, float]], int, int]:
-    """(i, j, P(i beats j)) per successful sample; failed matches; matches that fell back to verdicts."""
-    obs: list[tuple[int, int, float]] = []
-    failed = fallback = 0
-    for m in results:
-        if m.failed:
-            failed += 1
-            continue
-        if outcome == "prob" and m.probs:
-            obs += [(m.i, m.j, float(p)) for p in m.probs]
-            continue
-        fallback += outcome == "prob"
-        obs += [(m.i, m.j, float(soft_outcome(np.sign(a - b), gamma))) for a, b in m.samples]
-    return obs, failed, fallback
-
-
 @dataclass
-class _Sparse(Constructor):
+class _Sparse(BradleyTerryBase):
     outcome: str = "prob"
     gamma: float = 0.9
     l2: float = 0.1
@@ -69,29 +45,18 @@ class _Sparse(Constructor):
             raise ValueError(
                 f"{self.name}: outcome must be one of {', '.join(OUTCOMES)}; got {self.outcome!r}"
             )
-        if not (isinstance(self.gamma, int | float) and 0.5 < self.gamma <= 1.0):
-            raise ValueError(
-                f"{self.name}: gamma (the outcome of a win) must be in (0.5, 1]; got {self.gamma!r}"
-            )
-        if not (isinstance(self.l2, int | float) and math.isfinite(self.l2) and self.l2 > 0):
-            raise ValueError(f"{self.name}: l2 must be a finite number > 0; got {self.l2!r}")
+        self.check_fit_params()
 
     def estimate(self, n: int, history) -> tuple[np.ndarray, int, int]:
         """Current strength per trajectory (NaN: no evidence yet), failed matches, verdict fallbacks."""
         if self.outcome == "score":
-            return mean_scores(n, history), sum(m.failed for m in history), 0
-        obs, failed, fallback = observations(history, self.outcome, self.gamma)
-        seen = np.zeros(n, dtype=bool)
-        for i, j, _ in obs:
-            seen[[i, j]] = True
-        return np.where(seen, fit(n, obs, self.l2), np.nan), failed, fallback
+            return mean_scores(n, history), split_failures(history)[1], 0
+        obs, failed, fallback = self.observations(history, probs=self.outcome == "prob")
+        return np.where(evidence(n, obs), self.fit(n, obs), np.nan), failed, fallback
 
     def outcome_of(self, n: int, history, flags: Counter | None = None, extra: dict | None = None) -> Outcome:
         est, failed, fallback = self.estimate(n, history)
-        seen = ~np.isnan(est)
-        reward = np.full(n, np.nan)
-        if seen.any():
-            reward[seen] = minmax(est[seen])
+        reward = unit_reward(est, ~np.isnan(est))
         out = [f"{k}:{v}" for k, v in (flags or {}).items()] + failure_flags(failed)
         if fallback:
             out.append(f"verdict_fallback:{fallback}")
@@ -102,10 +67,16 @@ class _Sparse(Constructor):
 @dataclass
 class BTBracket(_Sparse):
     """Seeded single-elimination's matches — anchor seeding (N−1, one wave), then the seeded
-    bracket (N−1, ⌈log2 N⌉ waves; byes to top seeds; a tied or failed match advances the
-    higher seed, flagged) — 2N−2 comparisons; the reward is the estimate over all of them
-    (Bradley-Terry by default), not survival depth. See the module docstring for outcomes,
-    ties and failures.
+    bracket (N−1, ⌈log2 N⌉ waves; byes to top seeds) — 2N−2 comparisons; the reward is the
+    estimate over all of them (Bradley-Terry by default), not survival depth. See the module
+    docstring for outcomes, ties and failures.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. The bracket only chooses which pairs are asked: equal or NaN seeding
+    scores are ordered by a seeded random permutation, and a tied or failed game advances the
+    player with the higher mean score so far, else a seeded coin flip (as in
+    ``seeded_single_elim``, never the higher seed by index); the reward comes from the judge's
+    evidence alone, so ties and failures move no one (all ties or all failures: zero advantage).
     """
 
     needs_anchor = True
@@ -113,18 +84,12 @@ class BTBracket(_Sparse):
     def play(self, group, rng):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
-        n = len(group)
+        flags: Counter[str] = Counter()  # the bracket's tied/failed games
         seed_score, history, _ = yield from anchor_phase(self, group)
-        seeds = seed_order(seed_score)
-        seed_pos = {p: k for k, p in enumerate(seeds)}
-        flags: Counter[str] = Counter()
-        alive = seeded_slots(seeds)
-        while len(alive) > 1:
-            pairs, games = round_pairs(alive)
-            decided = yield from play_games(self, games, seed_pos, history, flags)
-            alive = advance(pairs, decided)
+        seeds = seed_order(seed_score, rng)
+        _, champion = yield from single_elimination(self, seeds, history, flags, rng)
         flags.pop("failed_match", None)  # counted once, by failure_flags, in outcome_of
-        return self.outcome_of(n, history, flags, {"seeds": seeds, "champion": alive[0]})
+        return self.outcome_of(len(group), history, flags, {"seeds": seeds, "champion": champion})
 
 
 @register("adaptive_pairs")
@@ -138,6 +103,11 @@ class AdaptivePairs(_Sparse):
     min(budget, N(N−1)/2) comparisons in 1 + ``rounds`` waves (fewer when every pair has been
     played). See the module docstring for outcomes, ties and failures (a failed pair is not
     replayed).
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. The estimate gaps (ties by index) only choose which pairs
+    are asked; the reward is the estimate from the judge's evidence alone, in which a tie is ½
+    each and a failure nothing: all ties or all failures give advantage 0.
     """
 
     needs_anchor = True

@@ -10,6 +10,7 @@ import numpy as np
 
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.rewards.failures import split_failures
 
 
 def pair_players(order: list[int], played: set[frozenset]) -> list[tuple[int, int]] | None:
@@ -34,9 +35,17 @@ class Swiss(Constructor):
     (the paper gives no seeding). Standings: points (win 1, tie ½), then the random
     initial order. Pairing: equal records without rematches (a rematch only if no
     rematch-free pairing exists, flagged). Bye rule (odd N): the lowest-standing player
-    without a bye sits out and scores 1 point, adding nothing to opponents' Buchholz.
-    Rank: points, then Buchholz (sum of opponents' final points), then mean match score.
-    A failed match scores 0 for both (flagged).
+    without a bye sits out and scores 1 point for the pairing of later rounds.
+    Rank: score rate (points per decided match: win 1, tie ½), then Buchholz (the mean score
+    rate of the opponents it had a decided match with), then mean match score.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A bye and a failed match (flagged) carry no judge evidence, so neither
+    counts in the final rate nor in anyone's Buchholz — a bye is no free win, and a player
+    whose every match failed is unranked (advantage 0). Ties are half a win for each side, as
+    in the paper. With every match decided and no bye (even N) the rate, Buchholz and ranks are
+    the paper's points and Buchholz up to a common factor; a judge that ties or fails every
+    call gives every player the same rate (or none) and zero advantage.
     """
 
     rounds: int | None = None
@@ -53,7 +62,9 @@ class Swiss(Constructor):
         n_rounds = self.rounds or math.ceil(math.log2(n))
         init = {int(p): k for k, p in enumerate(rng.permutation(n))}
         points = np.zeros(n)
-        opponents: list[list[int]] = [[] for _ in range(n)]
+        earned = np.zeros(n)  # points from decided matches (no byes)
+        games = np.zeros(n)  # decided matches
+        decided_opps: list[list[int]] = [[] for _ in range(n)]
         played: set[frozenset] = set()
         had_bye: set[int] = set()
         history = []
@@ -70,21 +81,28 @@ class Swiss(Constructor):
                 flags["rematch"] += 1
                 pairs = pair_players(standing, set())
             results = yield [self.match(x, y) for x, y in pairs]
-            for (x, y), m in zip(pairs, results, strict=True):
-                history.append(m)
+            history += results
+            for x, y in pairs:
                 played.add(frozenset((x, y)))
-                opponents[x].append(y)
-                opponents[y].append(x)
-                if m.failed:
-                    flags["failed_match"] += 1
-                elif (w := m.winner) is None:
-                    points[[x, y]] += 0.5
+            ok, failed = split_failures(results)
+            if failed:  # a failed match scores nothing for either side
+                flags["failed_match"] += failed
+            for m in ok:
+                games[[m.i, m.j]] += 1
+                decided_opps[m.i].append(m.j)
+                decided_opps[m.j].append(m.i)
+                if (w := m.winner) is None:
+                    points[[m.i, m.j]] += 0.5
+                    earned[[m.i, m.j]] += 0.5
                 else:
                     points[w] += 1
-        buchholz = np.array([sum(points[o] for o in opps) for opps in opponents])
-        rank = ranks_from_keys(points, buchholz, mean_scores(n, history))
+                    earned[w] += 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(games > 0, earned / np.maximum(games, 1), np.nan)
+        buchholz = np.array([np.mean(rate[o]) if o else np.nan for o in decided_opps])
+        rank = ranks_from_keys(rate, buchholz, mean_scores(n, history))
         return Outcome(
             rank=rank,
             flags=[f"{k}:{v}" for k, v in flags.items()],
-            extra={"points": points, "buchholz": buchholz, "rounds": n_rounds},
+            extra={"points": points, "rate": rate, "buchholz": buchholz, "rounds": n_rounds},
         )

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arenabench.rewards.base import Constructor, Outcome, failure_flags, register, trivial_outcome
+from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
+from arenabench.rewards.failures import failure_flags, split_failures
 
 
 @register("writing_zero")
@@ -15,6 +16,11 @@ class WritingZero(Constructor):
     """Each rollout is compared with one reference drawn uniformly from the *other* rollouts
     of its group: +1 for a win, −1 for a loss, 0 for a tie; N comparisons in one wave (a
     pair drawn twice is judged once). A failed comparison leaves the rollout unranked.
+
+    No information, no advantage: a ranking decision that the judge's evidence does not support
+    carries no advantage. A tie scores 0, as the paper has it, so all ties give equal
+    rewards and all failures leave everyone unranked (advantage 0). The peers are drawn from the
+    group's seeded ``rng``, never by index.
     """
 
     def play(self, group, rng):
@@ -24,11 +30,8 @@ class WritingZero(Constructor):
         ref = (np.arange(n) + 1 + rng.integers(0, n - 1, size=n)) % n  # never itself
         results = yield [self.match(i, int(ref[i])) for i in range(n)]
         reward = np.full(n, np.nan)
-        failed = 0
-        for m in results:
-            if m.failed:
-                failed += 1
-                continue
+        ok, failed = split_failures(results)
+        for m in ok:
             w = m.winner
             reward[m.i] = 0.0 if w is None else (1.0 if w == m.i else -1.0)
         flags = failure_flags(failed)

@@ -2,8 +2,11 @@
 other venv this folder collects nothing (the safety net behind ``pytest --ignore=tests/verl``)."""
 
 import importlib.util
+from pathlib import Path
 
 import pytest
+
+HERE = Path(__file__).resolve().parent
 
 
 def _have_verl() -> bool:
@@ -16,6 +19,13 @@ def _have_verl() -> bool:
 
 if not _have_verl():
     collect_ignore_glob = ["test_*.py"]
+
+
+def pytest_collection_modifyitems(items):
+    """Every test in this folder is marked ``verl`` (``-m "not verl"`` / ``-m verl`` select by it)."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.verl)
 
 
 @pytest.fixture(scope="session")

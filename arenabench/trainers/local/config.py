@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
+
 # keys that used to live elsewhere: the error for the old spelling names the new one
 MOVED = {"trainer.judge_retries": "engine.max_retries"}
 
@@ -49,6 +51,9 @@ class EngineConfig:
     trainer's)."""
 
     max_retries: int = 2  # re-asks of a failed/NaN judge reply before it counts as a failure
+    # a group with a larger share of failed judge requests trains with advantage 0 (null: never);
+    # arenabench/advantages.py mask_unreliable states why 0.25
+    max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE
 
 
 @dataclass(frozen=True)

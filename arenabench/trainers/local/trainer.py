@@ -9,24 +9,21 @@ task's hidden score, seen only by the simulated judge and the evaluator.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from arenabench import rewards
+from arenabench import judges, rewards
+from arenabench.advantages import mask_unreliable
 from arenabench.diagnostics import pointwise_snr
 from arenabench.engine import Engine
-from arenabench.judges.cache import CachedJudge, JudgmentCache
-from arenabench.judges.faults import FaultyJudge
+from arenabench.judges.stack import JudgeStack
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
 from arenabench.trainers.local.sft import init_policy
@@ -50,6 +47,7 @@ STEP_METRICS = (
     "sigma_noise",
     "snr",
     "zero_adv_share",
+    "masked_groups",
     "adv_std",
     "kl",
     "loss",
@@ -69,103 +67,6 @@ STEP_METRICS = (
 # judge_calls / judge_failures / judge_retries are cumulative (engine requests, retries
 # included); cache_*, judge_*_tokens and judge_latency_* are this step's. With fault injection
 # on, ``judge_faults`` (cumulative injected faults) is logged too.
-STACK_KEYS = ("cache", "faults")  # judge-config keys that wrap the judge rather than build it
-
-
-def build_judge(cfg: Mapping[str, Any]):
-    """A judge from a ``conf/judge`` entry (any ``kind`` of :func:`arenabench.judges.factory.build`).
-
-    ``cache`` and ``faults`` are not the judge's: :class:`JudgeStack` applies them."""
-    from arenabench.judges import factory
-
-    return factory.build({k: v for k, v in dict(cfg).items() if k not in STACK_KEYS})
-
-
-def _percentile(xs: list[float], q: float) -> float:
-    return float(np.percentile(xs, q)) if xs else 0.0
-
-
-class JudgeStack:
-    """The judge the engine talks to: ``base`` behind optional fault injection (``faults``: a
-    mapping of :class:`FaultyJudge` arguments, e.g. ``{rate: 0.2, seed: 0}``) and an optional
-    sqlite judgment cache (``cache``: a path; several processes may share it), with per-step
-    accounting.
-
-    Order: cache → faults → base, so a cached answer costs no (possibly faulty) call and a fault
-    is never cached. Cache keys name the judge's full configuration plus ``key_extra`` (for a
-    simulated judge the task's configuration: its verdicts depend on hidden qualities the text
-    alone does not fix), so one file can serve a whole sweep. Latency is the wall time of each
-    batch the engine sends, cache lookup included.
-    """
-
-    def __init__(
-        self,
-        base,
-        cache: str | None = None,
-        faults: Mapping[str, Any] | None = None,
-        key_extra: Mapping[str, Any] | None = None,
-    ):
-        self.base = base
-        judge = base
-        self.faulty = FaultyJudge(base, **dict(faults)) if faults else None
-        judge = self.faulty or judge
-        self.cached = None
-        if cache:
-            path = Path(cache).expanduser()
-            path = path if path.is_absolute() else Path.cwd() / path  # as the MLflow sqlite URI
-            model = getattr(base, "preset", type(base).__name__)
-            config = asdict(base.config) if hasattr(base, "config") else repr(base)
-            self.cached = CachedJudge(
-                judge,
-                JudgmentCache(path),
-                model=f"{type(base).__name__}:{model}:{json.dumps(config, sort_keys=True, default=str)}",
-                rubric=str(getattr(base, "rubric_name", "simulated")),
-                key_extra=dict(key_extra or {}),
-            )
-            judge = self.cached
-        self.outer = judge
-        self.latencies: list[float] = []
-        self._last = self._counters()
-
-    def _timed(self, method: str, requests):
-        t0 = time.perf_counter()
-        try:
-            return getattr(self.outer, method)(requests)
-        finally:
-            self.latencies.append(time.perf_counter() - t0)
-
-    def judge_pairs(self, requests):
-        return self._timed("judge_pairs", requests)
-
-    def score_points(self, requests):
-        return self._timed("score_points", requests)
-
-    def _counters(self) -> dict[str, float]:
-        stats = getattr(self.base, "stats", None)  # an LLM judge's usage counters, if it keeps any
-        stats = stats if isinstance(stats, Mapping) else {}
-        return {
-            "cache_hits": float(self.cached.hits if self.cached else 0),
-            "cache_misses": float(self.cached.misses if self.cached else 0),
-            "judge_prompt_tokens": float(stats.get("prompt_tokens", 0)),
-            "judge_completion_tokens": float(stats.get("completion_tokens", 0)),
-        }
-
-    def step_metrics(self) -> dict[str, float]:
-        """This step's cache hits/misses, tokens and batch-latency p50/p90 (0 with no batch)."""
-        now = self._counters()
-        out = {k: now[k] - self._last[k] for k in now}
-        self._last = now
-        out["judge_latency_p50"] = _percentile(self.latencies, 50)
-        out["judge_latency_p90"] = _percentile(self.latencies, 90)
-        self.latencies = []
-        if self.faulty is not None:
-            out["judge_faults"] = float(self.faulty.faulted)
-        return out
-
-
-def build_constructor(cfg: Mapping[str, Any]):
-    cfg = dict(cfg)
-    return rewards.get(cfg.pop("name"), **cfg)
 
 
 class PolicyReference:
@@ -185,12 +86,6 @@ class PolicyReference:
             Trajectory(f"ref{generation}-{k}", f"[reference] {t.text}", t.length, dict(t.meta))
             for k, t in enumerate(g.trajectories)
         ]
-
-
-def _bind_reference(constructor, ref: PolicyReference) -> None:
-    for c in (constructor, getattr(constructor, "_inner", None)):
-        if c is not None and hasattr(c, "pool") and c.reference == "simulated":
-            c.pool.policy = ref  # the trainer's reference policy replaces the simulator's
 
 
 def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task) -> dict[str, float]:
@@ -227,18 +122,20 @@ def train(
 
     task_cfg = dict(cfg["task"])
     task = TASKS.get(task_cfg.pop("name"), **task_cfg)
-    constructor = build_constructor(cfg["reward"])
+    constructor = rewards.build(cfg["reward"])
     jcfg = dict(cfg["judge"])
-    judge = build_judge(jcfg)  # the bare judge: the SNR probe measures the judge itself
+    judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
     engine = Engine(stack, seed=seed, max_retries=rc.engine.max_retries)
+    max_failed = rc.engine.max_failed_share
+    mask_unreliable([], max_failed)  # a bad threshold fails before the first step
     loss_fn = get_policy_loss(tc.algo)
     T = tc.temperature
 
     policy = TinyLM(task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head)
     policy = init_policy(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
-    _bind_reference(constructor, PolicyReference(ref, task, T, seed))
+    constructor.bind_reference(PolicyReference(ref, task, T, seed))
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
     ref_greedy = sample(
         ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen
@@ -261,7 +158,8 @@ def train(
 
         # 2. rewards → advantages through the engine (all groups' judge calls batched per wave)
         out = engine.run(constructor, groups, step=step)
-        adv = torch.tensor(np.concatenate([r.advantage for r in out.results]), dtype=torch.float32)
+        advs, masked = mask_unreliable(out.results, max_failed)  # groups the judge mostly failed: 0
+        adv = torch.tensor(np.concatenate(advs), dtype=torch.float32)
         calls += out.stats.judge_calls
         failures += out.stats.failures
         retries += out.stats.retries
@@ -302,7 +200,8 @@ def train(
             "sigma_group": probe["sigma_group"],
             "sigma_noise": probe["sigma_noise"],
             "snr": probe["snr"],
-            "zero_adv_share": float(np.mean([not np.any(r.advantage) for r in out.results])),
+            "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
+            "masked_groups": float(masked),
             "adv_std": float(adv.std(unbiased=False)),
             "kl": kl,
             "loss": float(loss.detach()),

@@ -2,8 +2,8 @@
 
 It composes one of ``conf/verl/*.yaml`` — verl's own ``ppo_trainer`` config, our wiring
 (``conf/verl/base.yaml``), a constructor from ``conf/reward``, a judge from ``conf/judge`` (or
-``conf/verl/judge``) and a loss from ``conf/verl/loss`` — applies the command-line overrides, and
-hands the config to verl's ``main`` unchanged otherwise::
+``conf/verl/judge``: ``openai``, a served judge) and a loss from ``conf/verl/loss`` — applies
+the command-line overrides, and hands the config to verl's ``main`` unchanged otherwise::
 
     arenabench-verl --config-name arenarl_n16 reward=round_robin judge=calibrated \\
         actor_rollout_ref.model.path=Qwen/Qwen3-4B data.train_files=... data.val_files=...

@@ -17,8 +17,11 @@ group that is complete at that moment to :class:`~arenabench.trainers.verl.scori
 
 Options (``arenabench.*`` in the composed config): ``reward`` / ``judge`` (the conf groups),
 ``timeout_s`` (barrier timeout from a group's first arrival), ``group_size`` (force N),
-``anchor`` (``first`` | ``none``), ``max_retries``, ``seed``, ``log_metrics`` (write per-step
-judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``).
+``anchor`` (``first`` | ``none``), ``max_retries``, ``max_failed_share`` (a group with a larger
+share of failed judge requests gets reward 0 for every member, see
+:func:`arenabench.advantages.mask_unreliable`; null never masks), ``seed``, ``log_metrics``
+(write per-step judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``). ``judge.cache``
+and ``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
 from arenabench.trainers.verl.barrier import GroupBarrier
 from arenabench.trainers.verl.scoring import ArenaScorer, Response, expected_group_size, flush_summary
 
@@ -45,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "group_size": None,
     "anchor": "first",
     "max_retries": 2,
+    "max_failed_share": DEFAULT_MAX_FAILED_SHARE,
     "seed": 0,
     "log_metrics": True,
 }
@@ -114,6 +119,7 @@ class ArenaRewardManager(RewardManagerBase):
             seed=int(opts["seed"]),
             anchor=str(opts["anchor"]),
             max_retries=int(opts["max_retries"]),
+            max_failed_share=opts["max_failed_share"],
         )
         self.barrier = GroupBarrier(self._score, timeout_s=float(opts["timeout_s"]))
         self.sink = None
@@ -172,10 +178,17 @@ class ArenaRewardManager(RewardManagerBase):
                 "judge_calls": totals["judge_calls"],  # cumulative, as the local trainer logs it
                 "judge_failures": totals["failures"],
                 "arena/groups": totals["groups"],
+                "arena/masked_groups": self.scorer.masked_groups,  # cumulative, mask_unreliable
                 "arena/flush_groups": len(groups),
                 "arena/timed_out_groups": self.barrier.stats.timed_out,
                 "arena/late_samples": self.barrier.stats.late,
             }
             metrics.update({f"arena/{k}": v for k, v in flush_summary(results).items()})
+            stack = self.scorer.stack
+            if stack.faulty is not None:  # cumulative, as the local trainer logs it
+                metrics["judge_faults"] = stack.stats["faults"]
+            if stack.cached is not None:
+                metrics["arena/cache_hits"] = stack.stats["cache_hits"]
+                metrics["arena/cache_misses"] = stack.stats["cache_misses"]
             self.sink.log(metrics, step)
         return results

@@ -2,7 +2,8 @@
 
 :class:`ArenaScorer` is the barrier's scorer: it builds one :class:`~arenabench.types.Group` per
 ready group and runs the engine **once** over all of them, so every wave of every group goes to
-the judge as one batch. Each member gets its constructor advantage as ``reward_score`` plus the
+the judge as one batch. Each member gets its constructor advantage as ``reward_score`` (0 for all
+of a group whose judge requests mostly failed: :func:`arenabench.advantages.mask_unreliable`), the
 same ``reward_extra_info`` keys (:data:`EXTRA_KEYS`) — verl stacks those per key across samples
 and fails on a key that one sample lacks.
 """
@@ -17,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from arenabench import judges, rewards
+from arenabench import rewards
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
 from arenabench.engine import Engine
+from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
 from arenabench.types import Group, Trajectory, content_hash
 
@@ -34,6 +37,7 @@ EXTRA_KEYS = (
     "arena_timed_out",  # 1 when the group was closed by the barrier's timeout
     "arena_late",  # 1 for a straggler scored alone after its group closed
     "arena_flush_groups",  # groups in the same engine run (how well waves batch across groups)
+    "arena_masked",  # 1 when too many of the group's judge requests failed: reward_score 0 (mask_unreliable)
 )
 
 QUALITIES = ("overlap", "hash")
@@ -74,35 +78,26 @@ def hash_quality(text: str) -> float:
     return 4.0 * (content_hash(text) % 1_000_003) / 1_000_003 - 2.0
 
 
-def build_judge(cfg: Mapping[str, Any]):
-    """A judge from a ``judge`` config: ``kind: simulated`` (a preset; ``quality`` says how a real
-    response gets the hidden quality the simulator needs) or ``kind: openai`` (an
-    OpenAI-compatible server such as ``vllm serve``; every other key is an ``OpenAIJudge``
-    argument). Returns ``(judge, quality)``; ``quality`` is None for real judges."""
+def judge_stack(cfg: Mapping[str, Any]) -> tuple[JudgeStack, str | None]:
+    """The scorer's judge, built like the local trainer's (:meth:`JudgeStack.from_config`: any
+    ``kind`` of :func:`arenabench.judges.build`, optional ``cache`` and ``faults``), plus
+    ``quality``, the one verl-only key: how a real response gets the hidden quality a simulated
+    judge needs (``overlap`` | ``hash``; None for real judges, which read the text). A
+    comma-separated ``base_urls`` string (from an env var) is split into a list."""
     cfg = dict(cfg)
-    kind = cfg.pop("kind", "simulated")
-    for key in ("cache", "faults"):  # local-trainer options the verl adapter does not wire up
-        if cfg.pop(key, None) is not None:
-            raise ValueError(f"judge.{key} is not supported by the verl adapter; set it to null")
+    quality = cfg.pop("quality", "overlap")
+    kind = cfg.get("kind", "simulated")
     if kind == "simulated":
-        quality = cfg.pop("quality", "overlap")
         if quality not in QUALITIES:
             raise ValueError(unknown_message("simulated-judge quality", quality, list(QUALITIES)))
-        return judges.get(cfg.pop("preset", "calibrated"), **cfg), quality
-    if kind == "openai":
-        from arenabench.judges.openai_compat import OpenAIJudge
-
-        cfg.pop("quality", None)
-        urls = cfg.get("base_urls")
-        if isinstance(urls, str):  # "http://a:8001,http://b:8001" from an env var
-            cfg["base_urls"] = [u.strip() for u in urls.split(",") if u.strip()]
-        return OpenAIJudge(**cfg), None
-    raise ValueError(unknown_message("judge kind", kind, ["simulated", "openai"]))
-
-
-def build_constructor(cfg: Mapping[str, Any]):
-    cfg = dict(cfg)
-    return rewards.get(cfg.pop("name"), **cfg)
+    else:
+        quality = None
+    urls = cfg.get("base_urls")
+    if kind == "openai" and isinstance(urls, str):  # "http://a:8001,http://b:8001" from an env var
+        cfg["base_urls"] = [u.strip() for u in urls.split(",") if u.strip()]
+    # the simulator's verdicts depend on how quality was derived, not on the text alone
+    key_extra = {"quality": quality} if quality else None
+    return JudgeStack.from_config(cfg, key_extra=key_extra), quality
 
 
 class ArenaScorer:
@@ -123,13 +118,18 @@ class ArenaScorer:
         seed: int = 0,
         anchor: str = "first",
         max_retries: int = 2,
+        max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE,
     ):
         if anchor not in ("first", "none"):
             raise ValueError(unknown_message("anchor rule", anchor, ["first", "none"]))
-        self.constructor = build_constructor(reward)
-        self.judge, self.quality = build_judge(judge)
-        self.engine = Engine(self.judge, seed=int(seed), max_retries=int(max_retries))
+        self.constructor = rewards.build(reward)
+        self.stack, self.quality = judge_stack(judge)
+        self.judge = self.stack.base
+        self.engine = Engine(self.stack, seed=int(seed), max_retries=int(max_retries))
         self.anchor = anchor
+        mask_unreliable([], max_failed_share)  # a bad threshold fails here, not at the first flush
+        self.max_failed_share = max_failed_share
+        self.masked_groups = 0  # cumulative groups masked (advantage 0: the judge mostly failed)
         self.runs = 0
         self.totals = {"judge_calls": 0, "failures": 0, "groups": 0, "waves": 0}
         self._lock = threading.Lock()
@@ -164,8 +164,11 @@ class ArenaScorer:
             self.totals["failures"] += out.stats.failures
             self.totals["groups"] += len(groups)
             self.totals["waves"] += out.stats.waves
+            advs, masked = mask_unreliable(out.results, self.max_failed_share)
+            self.masked_groups += masked
         results = []
-        for ready, res in zip(ready_groups, out.results, strict=True):
+        for ready, res, adv in zip(ready_groups, out.results, advs, strict=True):
+            masked_flag = float(is_masked(res, self.max_failed_share))
             summary = res.extra.get("summary", {}) if isinstance(res.extra, dict) else {}
             routed = float(summary.get("routed", 1.0 if res.judge_calls > 0 else 0.0))
             per = []
@@ -173,7 +176,7 @@ class ArenaScorer:
                 rank = float(res.rank[i])
                 per.append(
                     {
-                        "reward_score": float(res.advantage[i]),
+                        "reward_score": float(adv[i]),
                         "reward_extra_info": {
                             "arena_rank_reward": float(res.reward[i]),
                             "arena_rank": -1.0 if math.isnan(rank) else rank,
@@ -185,6 +188,7 @@ class ArenaScorer:
                             "arena_timed_out": float(ready.timed_out),
                             "arena_late": float(ready.late),
                             "arena_flush_groups": float(len(ready_groups)),
+                            "arena_masked": masked_flag,
                         },
                     }
                 )

@@ -1,0 +1,123 @@
+"""Judge accounting: one counters shape for every judge and wrapper, percentiles, request seeds.
+
+Every judge that :func:`arenabench.judges.build` makes, and every wrapper around one
+(:class:`~arenabench.judges.cache.CachedJudge`, :class:`~arenabench.judges.faults.FaultyJudge`,
+:class:`~arenabench.judges.latency.LatencyJudge`), has a ``stats`` mapping with exactly the keys
+of :data:`STAT_KEYS`, so :class:`~arenabench.judges.stack.JudgeStack` reads the outermost judge's
+``stats`` and never guesses which layer keeps what:
+
+* ``requests`` / ``calls`` / ``retries`` / ``failures`` / ``prompt_tokens`` /
+  ``completion_tokens``: the *backend's* (what was paid for). ``requests``: requests received;
+  ``calls``: backend calls (HTTP posts, ``generate`` calls, simulated batches); ``retries``:
+  transport retries; ``failures``: final failures by reason prefix (the text before the first
+  ``:``); tokens as the backend reports them (0 for the simulator).
+* ``cache_hits`` / ``cache_misses`` (a :class:`CachedJudge` fills them) and ``faults``
+  (injected faults, a :class:`FaultyJudge` fills it): 0 on a bare judge.
+
+A wrapper's ``stats`` is its inner judge's with its own keys set, so counters flow outward.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from arenabench.types import JudgeFailure, content_hash
+
+STAT_KEYS = (
+    "requests",
+    "calls",
+    "retries",
+    "failures",
+    "prompt_tokens",
+    "completion_tokens",
+    "cache_hits",
+    "cache_misses",
+    "faults",
+)
+
+
+def request_seed(sample: int, attempt: int) -> int:
+    """The sampling seed sent for a request: stable, and different per (sample, attempt)."""
+    return content_hash(f"openai-judge:{int(sample)}:{int(attempt)}") % (2**31 - 1)
+
+
+def percentiles(
+    xs: Sequence[float], qs: Sequence[float] = (50, 90, 99), empty: float = math.nan
+) -> dict[str, float]:
+    """``{"p50": ..., "p90": ..., "p99": ...}`` with linear interpolation between closest ranks
+    (numpy's default).
+
+    No sample gives ``empty`` for every key: NaN by default (a latency nobody measured is not 0);
+    a per-step log that must stay plottable passes ``empty=0.0``.
+    """
+    xs = sorted(xs)
+    out = {}
+    for q in qs:
+        name = f"p{q:g}"
+        if not xs:
+            out[name] = float(empty)
+            continue
+        pos = (len(xs) - 1) * q / 100.0
+        lo = int(math.floor(pos))
+        hi = min(lo + 1, len(xs) - 1)
+        out[name] = xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return out
+
+
+def empty_stats() -> dict[str, Any]:
+    """A zeroed ``stats`` mapping (``failures`` is a reason-prefix → count dict)."""
+    return {k: {} if k == "failures" else 0 for k in STAT_KEYS}
+
+
+class JudgeAccounting:
+    """``stats`` and per-call latency samples of a backend judge (see the module doc)."""
+
+    def reset_stats(self) -> None:
+        """Zero ``stats`` and the latency record."""
+        self.stats: dict[str, Any] = empty_stats()
+        self._latencies: list[float] = []
+
+    def latency_percentiles(self) -> dict[str, float]:
+        """p50/p90/p99 of per-call latency in seconds (NaN before any call)."""
+        return percentiles(self._latencies)
+
+    def _count_failure(self, failure: JudgeFailure) -> None:
+        prefix = failure.reason.split(":", 1)[0].strip() or "failure"
+        fails = self.stats["failures"]
+        fails[prefix] = fails.get(prefix, 0) + 1
+
+    def _timed_call(self, fn, *args, **kwargs):
+        """One backend call ``fn(*args, **kwargs)``: counted in ``calls`` and timed."""
+        self.stats["calls"] += 1
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._latencies.append(time.perf_counter() - t0)
+
+
+class WrapperStats:
+    """``stats`` of a wrapper: the inner judge's, with the keys this wrapper owns set from
+    :meth:`own_stats`."""
+
+    inner: Any
+
+    def own_stats(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return {**self.inner.stats, **self.own_stats()}
+
+
+__all__ = [
+    "STAT_KEYS",
+    "JudgeAccounting",
+    "WrapperStats",
+    "empty_stats",
+    "percentiles",
+    "request_seed",
+]

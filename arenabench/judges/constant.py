@@ -1,0 +1,67 @@
+"""Degenerate judges for tests and the fuzz: one that ties every comparison, one that always fails.
+
+They are the two extreme cases of "the judge's evidence does not support a ranking decision":
+every constructor, given either, should hand out no advantage (all zeros, or unranked members
+with advantage 0) — see ``tests/test_ties_constructors.py``.
+
+* :class:`ConstantJudge` scores both sides of every comparison ``score`` (default 7 – 7, a tie
+  in either order and in the two orders' sum) with ``P(A better) = 0.5``, and every pointwise
+  request ``point`` (default 0.7).
+* :class:`FailingJudge` answers every request with a :class:`~arenabench.types.JudgeFailure`
+  (a retry fails again), so the engine counts every request as a failure.
+
+Both count what reached them (``pair_requests``, ``point_requests``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
+
+
+class ConstantJudge:
+    """Every comparison a tie ``score`` – ``score`` (P(A) = ``prob``), every pointwise score ``point``."""
+
+    def __init__(self, score: float = 7.0, point: float = 0.7, prob: float | None = 0.5):
+        for name, v in (("score", score), ("point", point)):
+            if not (isinstance(v, int | float) and math.isfinite(v)):
+                raise ValueError(f"{name} must be a finite number; got {v!r}")
+        if prob is not None and not (math.isfinite(prob) and 0.0 <= prob <= 1.0):
+            raise ValueError(f"prob must be None or in [0, 1]; got {prob!r}")
+        self.score, self.point, self.prob = float(score), float(point), prob
+        self.pair_requests = self.point_requests = 0
+
+    def __repr__(self) -> str:
+        return f"ConstantJudge(score={self.score:g}, point={self.point:g}, prob={self.prob})"
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        self.pair_requests += len(requests)
+        return [PairJudgment(self.score, self.score, self.prob) for _ in requests]
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        self.point_requests += len(requests)
+        return [self.point for _ in requests]
+
+
+class FailingJudge:
+    """Every request, pairwise or pointwise, on every attempt: ``JudgeFailure(reason)``."""
+
+    def __init__(self, reason: str = "failing judge: no verdict"):
+        self.reason = reason
+        self.pair_requests = self.point_requests = 0
+
+    def __repr__(self) -> str:
+        return f"FailingJudge({self.reason!r})"
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        self.pair_requests += len(requests)
+        return [JudgeFailure(self.reason) for _ in requests]
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        self.point_requests += len(requests)
+        return [JudgeFailure(self.reason) for _ in requests]
+
+
+__all__ = ["ConstantJudge", "FailingJudge"]

@@ -1,0 +1,42 @@
+"""What the LLM backends (:mod:`~arenabench.judges.vllm_offline`, :mod:`~arenabench.judges.openai_compat`)
+share: the rubric, the sampling settings every backend has, prompts and a repr without secrets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arenabench.judges.accounting import JudgeAccounting
+from arenabench.judges.prompts import load_rubric, request_messages
+from arenabench.types import JudgeFailure, PairRequest
+
+
+class LLMJudge(JudgeAccounting):
+    """Base of the LLM pairwise judges; each backend validates its own arguments first."""
+
+    def __init__(
+        self,
+        model: str,
+        rubric: str,
+        temperature: float,
+        max_tokens: int,
+        top_logprobs: int,
+        mask_tool_outputs: bool,
+    ):
+        self.model = model
+        self.rubric_name = rubric
+        self.rubric = load_rubric(rubric)  # fail early on an unknown rubric
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.top_logprobs = int(top_logprobs)
+        self.mask_tool_outputs = mask_tool_outputs
+        self.reset_stats()
+
+    def _messages(self, req: PairRequest) -> list[dict[str, str]] | JudgeFailure:
+        return request_messages(self.rubric, req, self.mask_tool_outputs)
+
+    def _repr(self, **shown: Any) -> str:
+        """``Name(key=value!r, ...)``: the judge's identity (cache keys use it), never a secret."""
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+
+__all__ = ["LLMJudge"]

@@ -1,0 +1,122 @@
+"""The judge a trainer's engine talks to: cache → faults → base, with per-step accounting.
+
+Both trainers (local and verl) build their judge here, so ``judge.cache`` and ``judge.faults``
+mean the same thing in either app.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from arenabench.judges.accounting import percentiles
+from arenabench.judges.cache import CachedJudge, JudgmentCache
+from arenabench.judges.factory import STACK_KEYS, build
+from arenabench.judges.faults import FaultyJudge
+
+# stats keys the stack logs per step, as their metric names
+_STEP_COUNTERS = {
+    "cache_hits": "cache_hits",
+    "cache_misses": "cache_misses",
+    "prompt_tokens": "judge_prompt_tokens",
+    "completion_tokens": "judge_completion_tokens",
+}
+
+
+def cache_identity(base) -> tuple[str, str]:
+    """``(model, rubric)`` for cache keys: the judge's full configuration, so one cache file can
+    serve a whole sweep (a simulated judge: preset and every parameter; an LLM judge: its repr)."""
+    model = getattr(base, "preset", type(base).__name__)
+    config = asdict(base.config) if hasattr(base, "config") else repr(base)
+    return (
+        f"{type(base).__name__}:{model}:{json.dumps(config, sort_keys=True, default=str)}",
+        str(getattr(base, "rubric_name", "simulated")),
+    )
+
+
+class JudgeStack:
+    """``base`` behind optional fault injection (``faults``: a mapping of :class:`FaultyJudge`
+    arguments, e.g. ``{rate: 0.2, seed: 0}``) and an optional sqlite judgment cache (``cache``: a
+    path; several processes may share it), with per-step accounting.
+
+    Order: cache → faults → base, so a cached answer costs no (possibly faulty) call and a fault
+    is never cached. Cache keys name the judge's full configuration plus ``key_extra`` (for a
+    simulated judge whatever fixes the hidden qualities the text alone does not, e.g. the task's
+    configuration). Latency is the wall time of each batch the engine sends, cache lookup
+    included. Counters come from the outermost layer's ``stats``
+    (:mod:`arenabench.judges.accounting`).
+    """
+
+    def __init__(
+        self,
+        base,
+        cache: str | None = None,
+        faults: Mapping[str, Any] | None = None,
+        key_extra: Mapping[str, Any] | None = None,
+    ):
+        self.base = base
+        judge = base
+        self.faulty = FaultyJudge(base, **dict(faults)) if faults else None
+        judge = self.faulty or judge
+        self.cached = None
+        if cache:
+            path = Path(cache).expanduser()
+            path = path if path.is_absolute() else Path.cwd() / path  # as the MLflow sqlite URI
+            model, rubric = cache_identity(base)
+            self.cached = CachedJudge(
+                judge, JudgmentCache(path), model=model, rubric=rubric, key_extra=dict(key_extra or {})
+            )
+            judge = self.cached
+        self.outer = judge
+        self.latencies: list[float] = []
+        self._last = self._counters()
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any], key_extra: Mapping[str, Any] | None = None) -> JudgeStack:
+        """The stack for a ``judge`` config entry: :func:`arenabench.judges.build` on everything
+        but ``cache`` / ``faults``, which configure the wrappers."""
+        cfg = dict(cfg)
+        wrap = {k: cfg.pop(k, None) for k in STACK_KEYS}
+        return cls(build(cfg), wrap["cache"], wrap["faults"], key_extra=key_extra)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.outer.stats
+
+    def _timed(self, method: str, requests):
+        t0 = time.perf_counter()
+        try:
+            return getattr(self.outer, method)(requests)
+        finally:
+            self.latencies.append(time.perf_counter() - t0)
+
+    def judge_pairs(self, requests):
+        return self._timed("judge_pairs", requests)
+
+    def score_points(self, requests):
+        return self._timed("score_points", requests)
+
+    def _counters(self) -> dict[str, float]:
+        stats = self.outer.stats
+        return {name: float(stats[key]) for key, name in _STEP_COUNTERS.items()}
+
+    def step_metrics(self) -> dict[str, float]:
+        """This step's cache hits/misses, tokens and batch-latency p50/p90 (0 with no batch: a
+        step that sent nothing spent no time), plus cumulative ``judge_faults`` with faults on."""
+        now = self._counters()
+        out = {k: now[k] - self._last[k] for k in now}
+        self._last = now
+        lat = percentiles(self.latencies, (50, 90), empty=0.0)
+        out["judge_latency_p50"] = float(lat["p50"])
+        out["judge_latency_p90"] = float(lat["p90"])
+        self.latencies = []
+        if self.faulty is not None:
+            out["judge_faults"] = float(self.stats["faults"])
+        return out
+
+
+__all__ = ["JudgeStack", "cache_identity"]

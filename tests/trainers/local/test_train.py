@@ -1,0 +1,167 @@
+"""The local trainer, the hydra app and its MLflow runs (real hydra, real sqlite MLflow)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+from helpers import CONF, ROOT, compose_cfg
+
+from arenabench.trainers.local.task import TASKS
+from arenabench.trainers.local.trainer import STEP_METRICS, train
+
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def first_job(experiment):
+    """The overrides of an experiment's first sweep job (first value of every swept param)."""
+    text = (CONF / "experiment" / f"{experiment}.yaml").read_text()
+    params = yaml.safe_load(text)["hydra"]["sweeper"]["params"]
+    return [f"{k}={str(v).split(',')[0]}" for k, v in params.items()]
+
+
+def train_cli(*args, uri, timeout=300):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MPLBACKEND": "Agg"}
+    return subprocess.run(
+        [sys.executable, "-m", "arenabench.train", *args, "progress=false"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def runs_of(uri, experiment):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no experiment {experiment!r} in {uri}"
+    return client, client.search_runs([exp.experiment_id])
+
+
+def test_task_quality_is_hidden_and_rlvr_verifiable():
+    from arenabench import verifiers
+
+    task = TASKS.get("rlvr", n_prompts=4)
+    resp = np.tile(np.arange(8), (2, 1))
+    resp[0, -1] = task.targets[0]  # right answer
+    resp[1, -1] = (task.targets[0] + 1) % task.vocab  # wrong answer
+    g = task.group(0, resp)
+    assert "quality" not in g.trajectories[0].text  # the policy only sees tokens
+    assert g.trajectories[0].text.endswith(f"Answer: t{task.targets[0]}")
+    np.testing.assert_array_equal(verifiers.get("exact_match")(g), [1.0, 0.0])
+    q = task.quality(np.zeros(2, int), resp)
+    v = task.values[0]
+    expected = task.answer_bonus + task.scale * (v[resp[0, -1]] - v[resp[1, -1]]) / task.response_len
+    assert q[0] - q[1] == pytest.approx(expected)
+    assert q[0] == pytest.approx(task.base + task.scale * v[resp[0]].mean() + task.answer_bonus)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    proc = train_cli(f"experiment={experiment}", *first_job(experiment), "steps=3", "eval_every=2", uri=uri)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client, runs = runs_of(uri, experiment)
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    run = runs[0]
+    for m in STEP_METRICS:
+        hist = client.get_metric_history(run.info.run_id, m)
+        assert [h.step for h in hist] == [0, 1, 2], m
+    for m in ("eval_win_rate", "eval_quality"):
+        assert [h.step for h in client.get_metric_history(run.info.run_id, m)] == [0, 2]
+    assert (
+        run.data.params["steps"] == "3" and run.data.params["group_size"] == "8" or experiment == "group_size"
+    )
+    assert run.data.tags["constructor"] == run.data.params["reward.name"]
+    reward = dict(o.split("=") for o in first_job(experiment)).get("reward")
+    assert run.data.tags["reward"] == (reward or run.data.params["reward.name"])
+    assert run.data.tags["git_commit"]
+    assert {"config.yaml", "curves.png", "final_metrics.json"} <= {
+        a.path for a in client.list_artifacts(run.info.run_id)
+    }
+
+
+@pytest.mark.slow
+def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    proc = train_cli(
+        "-m",
+        "experiment=table2",
+        "reward=pointwise,anchor",  # command-line sweeps replace the experiment's sweeper params
+        "seed=0",
+        "steps=3",
+        "hydra.launcher.n_jobs=2",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+        uri=uri,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, runs = runs_of(uri, "table2")
+    assert sorted(r.data.tags["constructor"] for r in runs) == ["anchor", "pointwise"]
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert len({r.data.tags["sweep"] for r in runs}) == 1
+
+
+@pytest.mark.slow
+def test_a_job_that_dies_closes_its_run_as_failed(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    # a bad task parameter fails inside the job, after its MLflow run was opened
+    proc = train_cli("name=dies", "task.n_prompts=0", "steps=3", uri=uri)
+    assert proc.returncode != 0 and "n_prompts must be >= 1" in proc.stderr
+    _, runs = runs_of(uri, "dies")
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
+@pytest.mark.parametrize(
+    "override,group",
+    [("reward=round_robn", "reward"), ("judge=perfect", "judge"), ("experiment=tabel2", "experiment")],
+)
+def test_unknown_config_name_lists_the_choices(override, group, tmp_path):
+    proc = train_cli(override, "steps=1", uri=f"sqlite:///{tmp_path}/m.db", timeout=120)
+    assert proc.returncode != 0
+    assert f"Available options in '{group}'" in proc.stderr
+    listed = {"reward": "round_robin", "judge": "calibrated", "experiment": "table2"}[group]
+    assert listed in proc.stderr
+
+
+def test_bad_trainer_algo_names_the_choices():
+    cfg = compose_cfg("trainer.algo=ppo", "steps=1", "tracking=none")
+    with pytest.raises(ValueError, match="cispo.*grpo|grpo.*cispo"):
+        train(cfg, progress=False)
+
+
+@pytest.mark.slow
+def test_snr_of_the_pointwise_arm_falls_as_quality_rises(tmp_path):
+    """snr_dynamics, calibrated judge, fixed seed: as true quality climbs into the saturated
+    top of the pointwise scale, σ_group/σ_noise falls (the run logs it to MLflow)."""
+    from arenabench.tracking import Tracker
+
+    cfg = compose_cfg("experiment=snr_dynamics", "reward=pointwise", "seed=0", "steps=120")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    with Tracker("snr_dynamics", run_name="pointwise", uri=uri) as tr:
+        train(cfg, tracker=tr, progress=False)
+        run_id = tr.run_id
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    snr = np.array([m.value for m in sorted(client.get_metric_history(run_id, "snr"), key=lambda m: m.step)])
+    q = np.array(
+        [m.value for m in sorted(client.get_metric_history(run_id, "quality_mean"), key=lambda m: m.step)]
+    )
+    assert len(snr) == 120
+    quarter = len(snr) // 4
+    assert q[-quarter:].mean() > q[:quarter].mean() + 0.5
+    assert snr[-quarter:].mean() < 0.7 * snr[:quarter].mean()
+
+
+def test_training_improves_true_quality_with_a_tournament():
+    cfg = compose_cfg("reward=seeded_single_elim", "steps=60", "tracking=none", "eval_every=0")
+    final = train(cfg, progress=False)
+    assert final["eval_win_rate"] > 0.7  # greedy answers beat the initial policy's
+    assert 0 < final["judge_calls"] <= 60 * 8 * 28 * 2  # ≤ 2N−2 comparisons × 2 orders (dedup)
+    assert final["judge_failures"] == 0
