@@ -169,13 +169,16 @@ def _history(client, run_id: str, metric: str) -> pd.DataFrame:
 
 def select_runs(df: pd.DataFrame, where: dict[str, str] | None) -> pd.DataFrame:
     """The rows of ``df`` matching every ``{key: value}`` of ``where`` (None or {}: all rows): a
-    column named ``key`` must equal ``value`` (as strings), else the run's ``overrides`` tag must
-    hold the token ``key=value`` (e.g. ``group_size=4``, swept on the command line)."""
+    column named ``key`` must equal ``value`` (as strings; a list/tuple/set value: be one of
+    them), else the run's ``overrides`` tag must hold the token ``key=value`` (e.g.
+    ``group_size=4``, swept on the command line)."""
     if not where:
         return df
     keep = pd.Series(True, index=df.index)
     for k, v in where.items():
-        if k in df.columns:
+        if k in df.columns and isinstance(v, (list, tuple, set)):
+            keep &= df[k].astype(str).isin({str(x) for x in v})
+        elif k in df.columns:
             keep &= df[k].astype(str) == str(v)
         elif "overrides" in df.columns:
             keep &= df["overrides"].fillna("").map(lambda o, t=f"{k}={v}": t in str(o).split())
@@ -584,8 +587,9 @@ def stats_frontier_figure(table: pd.DataFrame, steps: int | None = None, title: 
     hi = np.nan_to_num(table["final_hi"].to_numpy(dtype=float) - m)
     fig, (ax,) = _figure(size=(7, 4.5))
     ax.errorbar(x, m, yerr=[lo, hi], fmt="o", capsize=3)
-    for name, xi, yi in zip(table["arm"], x, m, strict=True):
-        ax.annotate(str(name), (xi, yi), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    for i, (name, xi, yi) in enumerate(zip(table["arm"], x, m, strict=True)):
+        dy = 4 if i % 2 == 0 else -11  # alternate above/below: neighbouring arms often sit close
+        ax.annotate(str(name), (xi, yi), fontsize=8, xytext=(4, dy), textcoords="offset points")
     pct = f"{100 * table.attrs.get('level', 0.95):g}%"
     ax.set_xlabel("judge calls per step" if steps else "judge calls (final, cumulative)")
     ax.set_ylabel(f"final {table.attrs.get('metric', '')} (mean, {pct} CI)")

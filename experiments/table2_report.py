@@ -86,11 +86,53 @@ def run_info(experiment: str, uri: str | None, where: dict | None = None) -> dic
         "arms": sorted(set(runs[BY])),
         "steps": [int(s) for s in steps if s is not None],
         "commits": sorted(set(runs.get("git_commit", pd.Series(dtype=str)).dropna())),
+        "command": sweep_command(experiment, runs),
         "sweep": runs.attrs.get("sweep"),
     }
 
 
+def complete_seeds(
+    experiment: str, uri: str | None, where: dict | None = None
+) -> tuple[list[str], list[str]]:
+    """(seeds every arm finished, all seeds seen): a sweep stopped early leaves some arms short."""
+    from arenabench.compare import select_runs
+
+    runs = select_runs(load_runs(experiment, uri=uri), where)
+    per_arm = [set(g["seed"].astype(str)) for _, g in runs.groupby(BY)]
+    common = set.intersection(*per_arm) if per_arm else set()
+    return sorted(common, key=int), sorted(set.union(*per_arm) if per_arm else set(), key=int)
+
+
+def sweep_command(experiment: str, runs: pd.DataFrame) -> str:
+    """The sweep command that reproduces ``runs``: ``-m experiment=NAME`` plus every override whose
+    values across the runs differ from the experiment file's own sweep (e.g. a reward subset)."""
+    import yaml
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "experiment" / f"{experiment}.yaml"
+    params = yaml.safe_load(conf.read_text())["hydra"]["sweeper"]["params"] if conf.exists() else {}
+    own = {k: [x.strip() for x in str(v).split(",")] for k, v in params.items()}
+    seen: dict[str, list[str]] = {}
+    for o in runs.get("overrides", pd.Series(dtype=str)).dropna():
+        for tok in str(o).split():
+            k, _, v = tok.partition("=")
+            if k in ("progress", "experiment") or k.startswith("hydra"):
+                continue
+            seen.setdefault(k, [])
+            if v not in seen[k]:
+                seen[k].append(v)
+    extra = []
+    for k, vals in seen.items():
+        ref = own.get(k)
+        if ref is None or set(vals) != set(ref):
+            order = [v for v in (ref or []) if v in vals] + [v for v in vals if v not in (ref or [])]
+            extra.append(f"{k}={','.join(order)}")
+    return " ".join([f"arenabench-train -m experiment={experiment}", *extra])
+
+
 def stats_tables(experiment: str, uri: str | None, where: dict | None = None) -> dict[str, pd.DataFrame]:
+    common, seen = complete_seeds(experiment, uri, where)
+    if common != seen:  # pair only over the seeds every arm has
+        where = {**(where or {}), "seed": common}
     kw = {"uri": uri, "by": BY, "where": where}
     return {
         "primary": arm_stats(experiment, PRIMARY, baseline=BASELINE, **kw),
@@ -161,7 +203,7 @@ def header(experiment: str, info: dict, out: str, extra_cmd: str = "") -> list[s
         f"- Runs: {info['n_runs']} (sweep `{info['sweep']}`), arms: {', '.join(info['arms'])}; "
         f"seeds {', '.join(map(str, info['seeds']))}; steps {', '.join(map(str, info['steps']))}.",
         f"- Produced by commit {commits} (the runs' `git_commit` tag).",
-        f"- Command: `arenabench-train -m experiment={experiment}{extra_cmd}` then "
+        f"- Command: `{info['command']}{extra_cmd}` then "
         f"`python experiments/table2_report.py --out {out} --experiments {experiment}`; design and "
         f"budget: `conf/experiment/{experiment}.yaml`.",
         "",
@@ -226,6 +268,13 @@ def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
     parts = header(experiment, info, out_arg)
     if experiment == "group_size":
         return report_group_size(info, steps, uri, out, parts)
+    common, seen = complete_seeds(experiment, uri)
+    if common != seen:
+        parts += [
+            f"**Incomplete sweep**: stopped before every arm finished every seed; paired statistics use "
+            f"seeds {', '.join(common)} only (seen: {', '.join(seen)}).",
+            "",
+        ]
     t = stats_tables(experiment, uri)
     pd.concat({k: v for k, v in t.items()}, names=["table"]).to_csv(out / f"{experiment}_stats.csv")
     parts += ["## Arms vs pointwise, paired by seed", "", *main_table(t, steps), *legend(steps)]
@@ -260,6 +309,15 @@ def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) 
     arms = set(runs[BY])
     for n in sorted(sources):
         experiment, where = sources[n]
+        common, seen = complete_seeds(experiment, uri, where)
+        if len(common) < 2:
+            parts += [
+                f"### N = {n}",
+                "",
+                f"Not enough complete seeds (every arm: {common}; seen {seen}).",
+                "",
+            ]
+            continue
         t = stats_tables(experiment, uri, where=where)
         if experiment == "table2":  # only the arms the group_size sweep has
             t = {k: _restrict(v, arms) for k, v in t.items()}
@@ -272,6 +330,8 @@ def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) 
             ]
         else:
             parts += [f"### N = {n}", ""]
+        if common != seen:
+            parts += [f"Incomplete: the sweep stopped early; paired over seeds {', '.join(common)} only.", ""]
         tables[n], frames[f"N={n}"] = t["primary"], pd.concat(dict(t), names=["table"])
         parts += main_table(t, steps)
     pd.concat(frames, names=["group_size"]).to_csv(out / "group_size_stats.csv")

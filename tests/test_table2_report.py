@@ -70,6 +70,7 @@ def test_select_runs_by_column_or_override_token(store):
     assert len(four) == 4 and all("group_size=4" in o.split() for o in four["overrides"])
     assert len(select_runs(runs, {"group_size": "4", "reward": "pointwise"})) == 2
     assert select_runs(runs, {"group_size": "4"}).attrs["metric_keys"] == runs.attrs["metric_keys"]
+    assert len(select_runs(runs, {"seed": ["0"]})) == 4  # a list: any of its values
 
 
 def test_arm_stats_where_pairs_within_one_group_size(store):
