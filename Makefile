@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo test test-fast test-verl bench-quick lint fidelity fidelity-integer bench vllm clean
+.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer bench vllm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,19 @@ $(VENV)/.dev: pyproject.toml constraints/cpu.txt | $(PY)
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(VENV)/.base
 
-demo: $(VENV)/.base  ## CPU training sweeps (table2, snr_dynamics) -> results/mlflow.db, tables + PNGs -> results/train/
+demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds; planned ~15 min on 2 free cores, 29 min measured on a shared machine) -> results/mlflow.db, results/train/
 	$(PY) -m arenabench.train -m experiment=table2
 	$(PY) -m arenabench.train -m experiment=snr_dynamics
+	$(PY) experiments/table2_report.py --out results/train --experiments table2 snr_dynamics
+
+experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_size, table2_imperfect (~25 min on 2 cores) + their reports
+	$(PY) -m arenabench.train -m experiment=table2_hard
+	$(PY) -m arenabench.train -m experiment=group_size
+	$(PY) -m arenabench.train -m experiment=table2_imperfect
+	$(PY) experiments/table2_report.py --out results/train --experiments table2_hard group_size table2_imperfect
+
+report: $(VENV)/.base  ## rewrite results/train/*.md + PNGs from results/mlflow.db (every experiment it holds)
+	$(PY) experiments/table2_report.py --out results/train
 	$(PY) experiments/train_report.py --out results/train
 
 fidelity: $(VENV)/.base  ## the fidelity study on the calibrated simulated judge -> results/fidelity.*

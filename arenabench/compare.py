@@ -167,6 +167,28 @@ def _history(client, run_id: str, metric: str) -> pd.DataFrame:
     return h.sort_values(["step", "timestamp"], kind="stable").drop_duplicates("step", keep="last")
 
 
+def select_runs(df: pd.DataFrame, where: dict[str, str] | None) -> pd.DataFrame:
+    """The rows of ``df`` matching every ``{key: value}`` of ``where`` (None or {}: all rows): a
+    column named ``key`` must equal ``value`` (as strings; a list/tuple/set value: be one of
+    them), else the run's ``overrides`` tag must hold the token ``key=value`` (e.g.
+    ``group_size=4``, swept on the command line)."""
+    if not where:
+        return df
+    keep = pd.Series(True, index=df.index)
+    for k, v in where.items():
+        if k in df.columns and isinstance(v, (list, tuple, set)):
+            keep &= df[k].astype(str).isin({str(x) for x in v})
+        elif k in df.columns:
+            keep &= df[k].astype(str) == str(v)
+        elif "overrides" in df.columns:
+            keep &= df["overrides"].fillna("").map(lambda o, t=f"{k}={v}": t in str(o).split())
+        else:
+            raise ValueError(f"cannot select on {k!r}: no such column and no 'overrides' tag")
+    out = df[keep].copy()
+    out.attrs.update(df.attrs)
+    return out
+
+
 def metric_curves(
     experiment: str,
     metric: str,
@@ -176,16 +198,18 @@ def metric_curves(
     path: str | Path | None = None,
     include_failed: bool = False,
     smooth: int = 1,
+    where: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """Step-wise ``metric`` per ``by`` group, averaged over the group's runs (seeds): returns
     ``step, group, mean, std, n`` (std ddof=1, NaN where one run has the step) and, if ``path``
     is given, writes a PNG of the mean per group with a ±std band versus step. ``smooth > 1``
     replaces mean and std by their trailing rolling mean over that many logged steps (noisy
-    per-step metrics such as SNR); the raw values are in ``raw_mean``."""
+    per-step metrics such as SNR); the raw values are in ``raw_mean``. ``where``: as
+    :func:`select_runs`."""
     if smooth < 1:
         raise ValueError(f"smooth must be >= 1 (1 = no smoothing); got {smooth}")
     client = _client(uri)
-    df = _load(client, experiment, sweep, include_failed)
+    df = select_runs(_load(client, experiment, sweep, include_failed), where)
     if df.empty:
         raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r})")
     _check_metric(df, metric)
@@ -213,26 +237,65 @@ def metric_curves(
     return curves
 
 
-def _plot_curves(curves: pd.DataFrame, path: Path, metric: str, title: str) -> None:
+def _figure(size=(8, 4.8), ncols: int = 1):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 4.8))
+    fig = Figure(figsize=size)
     FigureCanvasAgg(fig)  # Agg, without touching pyplot's global backend
-    ax = fig.add_subplot()
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    return fig, axes
+
+
+def save_figure(fig, path: str | Path | None) -> None:
+    """Write ``fig`` as a PNG at ``path`` (folders made; nothing if ``path`` is None)."""
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+
+
+def curves_figure(curves: pd.DataFrame, metric: str, title: str = "", path=None, band: bool = True):
+    """A :func:`metric_curves` frame as a Figure: the mean per group over steps, ± std band."""
+    fig, (ax,) = _figure()
     for group, c in curves.groupby("group", sort=True):
         x, m = c["step"].to_numpy(), c["mean"].to_numpy()
         s = np.nan_to_num(c["std"].to_numpy(), nan=0.0)
         (line,) = ax.plot(x, m, label=f"{group} (n={int(c['n'].max())})", lw=1.6)
-        ax.fill_between(x, m - s, m + s, color=line.get_color(), alpha=0.2, lw=0)
+        if band:
+            ax.fill_between(x, m - s, m + s, color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xlabel("step")
     ax.set_ylabel(metric)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title or f"{metric}, mean ± std over seeds", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
+    return fig
+
+
+def _plot_curves(curves: pd.DataFrame, path: Path, metric: str, title: str) -> None:
+    curves_figure(curves, metric, title=title, path=path)
+
+
+def collapse_figure(sigma_group: pd.DataFrame, sigma_noise: pd.DataFrame, title: str = "", path=None):
+    """Discriminative collapse (ArenaRL Fig. 1a): per arm, the in-group spread of pointwise judge
+    scores σ_group (solid) against the re-judging noise σ_noise (dashed, same colour) over steps,
+    both :func:`metric_curves` frames (mean over seeds)."""
+    fig, (ax,) = _figure()
+    noise = dict(tuple(sigma_noise.groupby("group", sort=True)))
+    for group, c in sigma_group.groupby("group", sort=True):
+        (line,) = ax.plot(c["step"], c["mean"], lw=1.6, label=f"{group}: σ_group")
+        if group in noise:
+            n = noise[group]
+            ax.plot(n["step"], n["mean"], lw=1.2, ls="--", color=line.get_color(), label=f"{group}: σ_noise")
+    ax.set_xlabel("step")
+    ax.set_ylabel("std of pointwise judge scores (0–1 scale)")
+    ax.set_title(title or "σ_group (solid) vs σ_noise (dashed), mean over seeds", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best", ncol=2)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
 
 
 def quarter_change(curves: pd.DataFrame) -> pd.DataFrame:
@@ -338,6 +401,7 @@ def arm_stats(
     reach: float | None = None,
     level: float = 0.95,
     include_failed: bool = False,
+    where: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """Per arm (``by`` group): over its runs (one per seed) the mean and ``level`` t interval of
     ``metric``'s final logged value (``final``, ``final_lo``, ``final_hi``) and of the area under its
@@ -352,15 +416,18 @@ def arm_stats(
     ``baseline``: ``d_<quantity>``, ``d_<quantity>_lo/_hi`` and ``p_<quantity>`` (two-sided paired
     t-test) of arm − baseline over seeds matched by the ``seed`` tag (for ``reach_step``, over the
     seeds where both reached). Every arm must hold exactly the baseline's seeds, or ValueError.
-    Rows: the baseline first, then by ``final`` descending; ``df.attrs`` records the settings."""
+    Rows: the baseline first, then by ``final`` descending; ``df.attrs`` records the settings.
+
+    ``where``: keep only the runs matching every ``{key: value}`` (see :func:`select_runs`), e.g.
+    ``{"group_size": "4"}`` for one group size of a sweep over several."""
     from arenabench import stats
 
     if reach is not None and not 0 < reach <= 1:
         raise ValueError(f"reach must be a fraction in (0, 1]; got {reach}")
     client = _client(uri)
-    df = _load(client, experiment, sweep, include_failed)
+    df = select_runs(_load(client, experiment, sweep, include_failed), where)
     if df.empty:
-        raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r})")
+        raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r}, where {where})")
     _check_metric(df, metric)
     _check_by(df, by)
     key = df.attrs["metric_keys"][metric]
@@ -433,7 +500,7 @@ def arm_stats(
     out = out.drop(columns="_is_base").reset_index(drop=True)
     out.attrs.update(
         metric=metric, by=by, baseline=base, reach=reach, level=level, experiment=experiment,
-        sweep=df.attrs.get("sweep"),
+        sweep=df.attrs.get("sweep"), where=dict(where or {}),
     )  # fmt: skip
     return out
 
@@ -474,3 +541,89 @@ def format_stats(table: pd.DataFrame, fmt: str = "table") -> str:
             ]
             show[f"p {label[q]}"] = ["" if math.isnan(p) else f"{p:.3g}" for p in table[f"p_{q}"]]
     return format_summary(show, "markdown" if fmt == "markdown" else "table")
+
+
+# --------------------------------------------------------------------------- figures of arm_stats
+
+
+def paired_difference_figure(table: pd.DataFrame, quantities=("final", "auc"), title: str = "", path=None):
+    """Paired differences arm − baseline (an :func:`arm_stats` frame with a baseline): one panel
+    per quantity, each arm's mean difference with its t confidence interval, a line at 0."""
+    base = table.attrs.get("baseline")
+    if base is None:
+        raise ValueError("paired_difference_figure needs an arm_stats table with a baseline")
+    rows = table[table["arm"] != base].iloc[::-1]
+    quantities = [q for q in quantities if f"d_{q}" in table]
+    fig, axes = _figure(size=(4.2 * len(quantities) + 1.2, 0.45 * len(rows) + 1.6), ncols=len(quantities))
+    label = {"final": "final", "auc": "AUC", "reach_step": "steps to reach"}
+    pct = f"{100 * table.attrs.get('level', 0.95):g}%"
+    for ax, q in zip(axes, quantities, strict=True):
+        y = np.arange(len(rows))
+        m = rows[f"d_{q}"].to_numpy(dtype=float)
+        lo = np.nan_to_num(m - rows[f"d_{q}_lo"].to_numpy(dtype=float))
+        hi = np.nan_to_num(rows[f"d_{q}_hi"].to_numpy(dtype=float) - m)
+        ax.errorbar(m, y, xerr=[lo, hi], fmt="o", capsize=3)
+        ax.axvline(0.0, color="k", lw=0.8)
+        ax.locator_params(axis="x", nbins=5)
+        ax.set_yticks(y, [str(a) for a in rows["arm"]], fontsize=8)
+        ax.set_xlabel(f"Δ {label[q]} vs {base} ({pct} CI)", fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    metric = table.attrs.get("metric", "")
+    fig.suptitle(title or f"{metric}: paired differences vs {base} by seed", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def stats_frontier_figure(table: pd.DataFrame, steps: int | None = None, title: str = "", path=None):
+    """Quality against judge cost per arm, from an :func:`arm_stats` frame: the mean final value
+    with its t interval against the mean cumulative judge calls (per step if ``steps`` is given).
+    Arms that ask the judge nothing (oracles) sit at 0."""
+    if "judge_calls" not in table:
+        raise ValueError("the arm_stats table has no judge_calls column")
+    x = table["judge_calls"].to_numpy(dtype=float) / (steps or 1)
+    m = table["final"].to_numpy(dtype=float)
+    lo = np.nan_to_num(m - table["final_lo"].to_numpy(dtype=float))
+    hi = np.nan_to_num(table["final_hi"].to_numpy(dtype=float) - m)
+    fig, (ax,) = _figure(size=(7, 4.5))
+    ax.errorbar(x, m, yerr=[lo, hi], fmt="o", capsize=3)
+    for i, (name, xi, yi) in enumerate(zip(table["arm"], x, m, strict=True)):
+        dy = 4 if i % 2 == 0 else -11  # alternate above/below: neighbouring arms often sit close
+        ax.annotate(str(name), (xi, yi), fontsize=8, xytext=(4, dy), textcoords="offset points")
+    pct = f"{100 * table.attrs.get('level', 0.95):g}%"
+    ax.set_xlabel("judge calls per step" if steps else "judge calls (final, cumulative)")
+    ax.set_ylabel(f"final {table.attrs.get('metric', '')} (mean, {pct} CI)")
+    ax.set_title(title or "quality vs judge calls", fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def sweep_figure(tables, xlabel: str, quantity: str = "final", title: str = "", path=None):
+    """One :func:`arm_stats` frame per value of a swept setting (``{x: table}``, e.g. group size):
+    each arm's ``quantity`` with its t interval against x (ArenaRL Fig. 4a's layout)."""
+    fig, (ax,) = _figure(size=(7, 4.5))
+    xs = sorted(tables)
+    arms = sorted({a for t in tables.values() for a in t["arm"]}, key=str)
+    for k, arm in enumerate(arms):
+        pts = [(x, tables[x][tables[x]["arm"] == arm]) for x in xs]
+        pts = [(x, r.iloc[0]) for x, r in pts if len(r)]
+        if not pts:
+            continue
+        px = np.array([float(x) for x, _ in pts]) * (1 + 0.03 * (k - (len(arms) - 1) / 2))
+        m = np.array([float(r[quantity]) for _, r in pts])
+        lo = np.nan_to_num(m - np.array([float(r[f"{quantity}_lo"]) for _, r in pts]))
+        hi = np.nan_to_num(np.array([float(r[f"{quantity}_hi"]) for _, r in pts]) - m)
+        ax.errorbar(px, m, yerr=[lo, hi], fmt="o-", capsize=3, label=str(arm))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([float(x) for x in xs], [str(x) for x in xs])
+    ax.set_xlabel(xlabel)
+    metric = next(iter(tables.values())).attrs.get("metric", "")
+    ax.set_ylabel(f"{quantity} {metric} (mean, 95% CI)")
+    ax.set_title(title or f"{metric} by {xlabel}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig

@@ -1,7 +1,8 @@
-"""Tables and plots of the CPU training sweeps (``make demo``), read back from MLflow.
+"""Tables and plots of the rrc and reasoning_arena sweeps (mean ± std over seeds), read back from
+MLflow: ``python experiments/train_report.py --out results/train``.
 
-Writes results/train/{table2,snr_dynamics}.md and PNGs. Run after the sweeps:
-``python experiments/train_report.py --out results/train``.
+The warm-start sweeps (table2, snr_dynamics, table2_hard, table2_imperfect, group_size) have their
+own report with paired statistics: ``experiments/table2_report.py``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from pathlib import Path
 
 from arenabench.compare import (
     format_summary,
-    frontier_plot,
     load_runs,
     metric_curves,
-    quarter_change,
     summarize,
 )
 
@@ -54,40 +53,6 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    runs = load_runs("table2", uri=args.uri)
-    parts = header(
-        "table2 (CPU scale): ArenaRL topologies + pointwise, N = 8, K = 8", "table2", runs, args.out
-    )
-    for metric in ("eval_quality", "eval_win_rate", "quality_mean", "judge_calls", "wall_time"):
-        parts += table(runs, metric)
-    (out / "table2.md").write_text("\n".join(parts))
-    for metric in ("eval_quality", "quality_mean"):
-        metric_curves("table2", metric, uri=args.uri, by=BY, path=out / f"table2_{metric}.png", smooth=5)
-    frontier_plot(runs, x="judge_calls", y="eval_quality", by=BY, path=out / "table2_frontier.png")
-
-    runs = load_runs("snr_dynamics", uri=args.uri)
-    parts = header(
-        "snr_dynamics: pointwise vs seeded single-elimination vs RRC-SCR", "snr_dynamics", runs, args.out
-    )
-    curves = {
-        m: metric_curves(
-            "snr_dynamics", m, uri=args.uri, by=BY, path=out / f"snr_dynamics_{m}.png", smooth=10
-        )
-        for m in ("snr", "sigma_group", "sigma_noise", "quality_mean")
-    }
-    quarters = quarter_change(curves["snr"]).merge(
-        quarter_change(curves["quality_mean"]), on="group", suffixes=("_snr", "_quality")
-    )
-    parts += [
-        "### First vs last quarter of training (mean over steps and seeds)",
-        "",
-        format_summary(quarters, "markdown"),
-        "",
-    ]
-    for metric in ("eval_quality", "eval_win_rate"):
-        parts += table(runs, metric)
-    (out / "snr_dynamics.md").write_text("\n".join(parts))
-
     for name, title in OPTIONAL.items():
         try:
             runs = load_runs(name, uri=args.uri)
@@ -98,8 +63,6 @@ def main() -> None:
             parts += table(runs, metric, by="setting")
         (out / f"{name}.md").write_text("\n".join(parts))
         metric_curves(name, "eval_quality", uri=args.uri, by="setting", path=out / f"{name}_eval_quality.png")
-    print((out / "table2.md").read_text())
-    print((out / "snr_dynamics.md").read_text())
 
 
 if __name__ == "__main__":

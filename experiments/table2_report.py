@@ -1,0 +1,370 @@
+"""Table 2 that answers (issue 14): per-experiment reports of the warm-start sweeps, read from MLflow.
+
+For each experiment in the store (table2, snr_dynamics, table2_hard, table2_imperfect, group_size)
+writes ``<out>/<experiment>.md`` (+ ``_stats.csv`` and PNGs) with ``arenabench.compare``'s
+statistics API: per arm the final ``eval_sampled_quality`` (primary) and its area under the curve
+with t CIs over seeds, the paired difference vs pointwise by seed (95% CI, p-value) for both,
+greedy ``eval_quality`` beside it, judge calls per step, and the run-mean advantage–oracle
+correlation. Run after the sweeps::
+
+    python experiments/table2_report.py --out results/train [--experiments table2 snr_dynamics]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from arenabench.compare import (
+    arm_stats,
+    collapse_figure,
+    curves_figure,
+    load_runs,
+    metric_curves,
+    paired_difference_figure,
+    stats_frontier_figure,
+    sweep_figure,
+)
+from arenabench.tracking import open_client, tracking_uri
+
+BY = "reward"  # the conf/reward file: pointwise_budget's constructor is "pointwise"
+BASELINE = "pointwise"
+PRIMARY = "eval_sampled_quality"
+EXPERIMENTS = ("table2", "snr_dynamics", "table2_hard", "table2_imperfect", "group_size")
+TITLES = {
+    "table2": "table2: ArenaRL Table 2 on the warm start (init=sft, N = 8, K = 8)",
+    "snr_dynamics": "snr_dynamics: discriminative collapse on the warm start (init=sft, N = 8, K = 8)",
+    "table2_hard": "table2_hard: the hard task from its warm start (task=hard, init=sft_hard, N = 8, K = 8)",
+    "table2_imperfect": "table2_imperfect: an imperfect teacher's warm start (init=sft_imperfect, N = K = 8)",
+    "group_size": "group_size: N in {2, 4, 8, 16} (ArenaRL Fig. 4a), init=sft, K = 8",
+}
+
+CAVEAT = (
+    "**Simulator caveat.** Every number here comes from the simulated judge (`calibrated` preset, "
+    "unchanged). Its pairwise vs pointwise resolution is an *assumption*, not a measurement: a pairwise "
+    "verdict sees the two latent qualities' difference with noise 0.15 on the latent logit scale and a "
+    "comparative reference point, while a pointwise score is sigmoid(quality) + N(0, 0.02), which "
+    "saturates at the top of the scale. How much tournaments gain over pointwise scoring scales with "
+    "that assumption; a real judge's resolution would have to be measured (results/fidelity.md) "
+    "before any conclusion here transfers."
+)
+PRIMARY_WHY = (
+    f"Primary metric: final `{PRIMARY}` — the mean true quality of 16 samples at T = 1 per prompt on "
+    "all 32 prompts (a fixed generator, the same draws for every arm): the policy's expected quality, "
+    "which is what RL optimizes. Greedy `eval_quality` (the policy's mode) is shown beside it; with the "
+    "perfect-teacher warm start the SFT policy's greedy answers are already the best tokens, so greedy "
+    "quality can only fall or stay, and differences there mostly show arms that drifted."
+)
+
+
+def fmt(m: float, lo: float = math.nan, hi: float = math.nan, signed: bool = False, nd: int = 3) -> str:
+    if m is None or (isinstance(m, float) and math.isnan(m)):
+        return ""
+    s = f"{m:+.{nd}f}" if signed else f"{m:.{nd}f}"
+    return s if math.isnan(lo) else f"{s} [{lo:.{nd}f}, {hi:.{nd}f}]"
+
+
+def fmt_p(p: float) -> str:
+    return "" if p is None or math.isnan(p) else f"{p:.2g}"
+
+
+def run_info(experiment: str, uri: str | None, where: dict | None = None) -> dict:
+    """Seeds, steps, commits and sweep of an experiment's latest sweep."""
+    runs = load_runs(experiment, uri=uri)
+    if where:
+        from arenabench.compare import select_runs
+
+        runs = select_runs(runs, where)
+    client = open_client(tracking_uri(uri), must_exist=True)
+    steps = sorted({client.get_run(r).data.params.get("steps") for r in runs["run_id"]})
+    return {
+        "n_runs": len(runs),
+        "seeds": sorted({int(s) for s in runs["seed"]}),
+        "arms": sorted(set(runs[BY])),
+        "steps": [int(s) for s in steps if s is not None],
+        "commits": sorted(set(runs.get("git_commit", pd.Series(dtype=str)).dropna())),
+        "command": sweep_command(experiment, runs),
+        "sweep": runs.attrs.get("sweep"),
+    }
+
+
+def complete_seeds(
+    experiment: str, uri: str | None, where: dict | None = None
+) -> tuple[list[str], list[str]]:
+    """(seeds every arm finished, all seeds seen): a sweep stopped early leaves some arms short."""
+    from arenabench.compare import select_runs
+
+    runs = select_runs(load_runs(experiment, uri=uri), where)
+    per_arm = [set(g["seed"].astype(str)) for _, g in runs.groupby(BY)]
+    common = set.intersection(*per_arm) if per_arm else set()
+    return sorted(common, key=int), sorted(set.union(*per_arm) if per_arm else set(), key=int)
+
+
+def sweep_command(experiment: str, runs: pd.DataFrame) -> str:
+    """The sweep command that reproduces ``runs``: ``-m experiment=NAME`` plus every override whose
+    values across the runs differ from the experiment file's own sweep (e.g. a reward subset)."""
+    import yaml
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "experiment" / f"{experiment}.yaml"
+    params = yaml.safe_load(conf.read_text())["hydra"]["sweeper"]["params"] if conf.exists() else {}
+    own = {k: [x.strip() for x in str(v).split(",")] for k, v in params.items()}
+    seen: dict[str, list[str]] = {}
+    for o in runs.get("overrides", pd.Series(dtype=str)).dropna():
+        for tok in str(o).split():
+            k, _, v = tok.partition("=")
+            if k in ("progress", "experiment") or k.startswith("hydra"):
+                continue
+            seen.setdefault(k, [])
+            if v not in seen[k]:
+                seen[k].append(v)
+    extra = []
+    for k, vals in seen.items():
+        ref = own.get(k)
+        if ref is None or set(vals) != set(ref):
+            order = [v for v in (ref or []) if v in vals] + [v for v in vals if v not in (ref or [])]
+            extra.append(f"{k}={','.join(order)}")
+    return " ".join([f"arenabench-train -m experiment={experiment}", *extra])
+
+
+def stats_tables(experiment: str, uri: str | None, where: dict | None = None) -> dict[str, pd.DataFrame]:
+    common, seen = complete_seeds(experiment, uri, where)
+    if common != seen:  # pair only over the seeds every arm has
+        where = {**(where or {}), "seed": common}
+    kw = {"uri": uri, "by": BY, "where": where}
+    return {
+        "primary": arm_stats(experiment, PRIMARY, baseline=BASELINE, **kw),
+        "greedy": arm_stats(experiment, "eval_quality", baseline=BASELINE, **kw),
+        "adv": arm_stats(experiment, "adv_oracle_pearson", **kw),
+        "snr": arm_stats(experiment, "snr", **kw),
+    }
+
+
+def main_table(t: dict[str, pd.DataFrame], steps: int) -> list[str]:
+    q, g = t["primary"], t["greedy"].set_index("arm")
+    adv, snr = t["adv"].set_index("arm"), t["snr"].set_index("arm")
+    head = (
+        "| arm | n | judge calls / step | final sampled quality [95% CI] | Δ final vs pointwise [95% CI] "
+        "| p | AUC [95% CI] | Δ AUC vs pointwise [95% CI] | p | final greedy quality [95% CI] "
+        "| Δ greedy vs pointwise [95% CI] | p | mean adv–oracle r [95% CI] | mean SNR |"
+    )
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for _, r in q.iterrows():
+        a = r["arm"]
+        gr, ar, sr = g.loc[a], adv.loc[a], snr.loc[a]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{a}`",
+                    str(int(r["n"])),
+                    f"{r['judge_calls'] / steps:.1f}",
+                    fmt(r["final"], r["final_lo"], r["final_hi"]),
+                    fmt(r["d_final"], r["d_final_lo"], r["d_final_hi"], signed=True),
+                    fmt_p(r["p_final"]),
+                    fmt(r["auc"], r["auc_lo"], r["auc_hi"]),
+                    fmt(r["d_auc"], r["d_auc_lo"], r["d_auc_hi"], signed=True),
+                    fmt_p(r["p_auc"]),
+                    fmt(gr["final"], gr["final_lo"], gr["final_hi"]),
+                    fmt(gr["d_final"], gr["d_final_lo"], gr["d_final_hi"], signed=True),
+                    fmt_p(gr["p_final"]),
+                    fmt(ar["auc"], ar["auc_lo"], ar["auc_hi"], nd=2),
+                    fmt(sr["auc"], nd=2),
+                ]
+            )
+            + " |"
+        )
+    return lines + [""]
+
+
+def legend(steps: int) -> list[str]:
+    return [
+        "Columns: *final* = the value at the last step (step "
+        f"{steps - 1}); *AUC* = the area under the eval curve (logged every `eval_every` steps) divided by "
+        "its step span, i.e. the curve's time-average; *Δ … vs pointwise* = mean paired difference arm − "
+        "pointwise over seeds (same seed = same SFT checkpoint and prompt order) with its 95% t CI and the "
+        "two-sided paired t-test p-value (few pairs: read p as a screening number, not a verdict; "
+        "no multiple-comparison correction); *judge calls / step* = final cumulative judge calls / steps "
+        "(the oracle controls ask none); *mean adv–oracle r* = time-average over steps of the per-group "
+        "Pearson r between the arm's advantages and standardize(true quality) (steps with no usable group "
+        "log 0); *mean SNR* = time-average of σ_group/σ_noise of pointwise scores of the arm's own samples "
+        "(a property of the policy, logged in every arm).",
+        "",
+    ]
+
+
+def header(experiment: str, info: dict, out: str, extra_cmd: str = "") -> list[str]:
+    commits = ", ".join(f"`{c[:12]}`" for c in info["commits"]) or "(untagged)"
+    return [
+        f"# {TITLES.get(experiment, experiment)}",
+        "",
+        f"- Runs: {info['n_runs']} (sweep `{info['sweep']}`), arms: {', '.join(info['arms'])}; "
+        f"seeds {', '.join(map(str, info['seeds']))}; steps {', '.join(map(str, info['steps']))}.",
+        f"- Produced by commit {commits} (the runs' `git_commit` tag).",
+        f"- Command: `{info['command']}{extra_cmd}` then "
+        f"`python experiments/table2_report.py --out {out} --experiments {experiment}`; design and "
+        f"budget: `conf/experiment/{experiment}.yaml`.",
+        "",
+        CAVEAT,
+        "",
+        PRIMARY_WHY,
+        "",
+    ]
+
+
+def figures(experiment: str, t: dict, steps: int, uri, out: Path, where=None, tag: str = "") -> list[str]:
+    name = f"{experiment}{tag}"
+    paired_difference_figure(t["primary"], path=out / f"{name}_paired_diff.png")
+    stats_frontier_figure(
+        t["primary"], steps=steps, title=f"{name}: final sampled quality vs judge calls per step",
+        path=out / f"{name}_frontier.png",
+    )  # fmt: skip
+    c = metric_curves(experiment, PRIMARY, uri=uri, by=BY, where=where)
+    curves_figure(
+        c, PRIMARY, title=f"{name}: {PRIMARY}, mean ± std over seeds", path=out / f"{name}_curves.png"
+    )
+    return [
+        f"![paired differences]({name}_paired_diff.png) ![frontier]({name}_frontier.png) "
+        f"![curves]({name}_curves.png)",
+        "",
+    ]
+
+
+def dynamics_figures(experiment: str, uri, out: Path) -> list[str]:
+    sg = metric_curves(experiment, "sigma_group", uri=uri, by=BY, smooth=10)
+    sn = metric_curves(experiment, "sigma_noise", uri=uri, by=BY, smooth=10)
+    collapse_figure(
+        sg,
+        sn,
+        title=f"{experiment}: σ_group vs σ_noise (10-step mean)",
+        path=out / f"{experiment}_collapse.png",
+    )
+    names = []
+    for m in ("snr", "entropy", "adv_oracle_pearson", "distinct_share"):
+        c = metric_curves(experiment, m, uri=uri, by=BY, smooth=10)
+        curves_figure(c, m, title=f"{experiment}: {m} (10-step mean)", path=out / f"{experiment}_{m}.png")
+        names.append(m)
+    q = []
+    for m, c in (("sigma_group", sg), ("sigma_noise", sn)):
+        for arm, d in c.sort_values("step").groupby("group"):
+            k = max(len(d) // 4, 1)
+            q.append((m, arm, d["raw_mean"].iloc[:k].mean(), d["raw_mean"].iloc[-k:].mean()))
+    lines = ["### σ_group and σ_noise, first vs last quarter of the steps (mean over steps and seeds)", ""]
+    lines += ["| metric | arm | first quarter | last quarter |", "|---|---|---|---|"]
+    lines += [f"| {m} | `{a}` | {f:.4f} | {la:.4f} |" for m, a, f, la in q]
+    lines += [
+        "",
+        f"![collapse]({experiment}_collapse.png) " + " ".join(f"![{m}]({experiment}_{m}.png)" for m in names),
+        "",
+    ]
+    return lines
+
+
+def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
+    info = run_info(experiment, uri)
+    steps = info["steps"][0] if len(info["steps"]) == 1 else max(info["steps"])
+    parts = header(experiment, info, out_arg)
+    if experiment == "group_size":
+        return report_group_size(info, steps, uri, out, parts)
+    common, seen = complete_seeds(experiment, uri)
+    if common != seen:
+        parts += [
+            f"**Incomplete sweep**: stopped before every arm finished every seed; paired statistics use "
+            f"seeds {', '.join(common)} only (seen: {', '.join(seen)}).",
+            "",
+        ]
+    t = stats_tables(experiment, uri)
+    pd.concat({k: v for k, v in t.items()}, names=["table"]).to_csv(out / f"{experiment}_stats.csv")
+    parts += ["## Arms vs pointwise, paired by seed", "", *main_table(t, steps), *legend(steps)]
+    parts += figures(experiment, t, steps, uri, out)
+    parts += ["## Dynamics", "", *dynamics_figures(experiment, uri, out)]
+    return "\n".join(parts)
+
+
+N_FROM_TABLE2 = 8
+
+
+def _restrict(table: pd.DataFrame, arms: set) -> pd.DataFrame:
+    out = table[table["arm"].isin(arms)].reset_index(drop=True)
+    out.attrs.update(table.attrs)
+    return out
+
+
+def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) -> str:
+    runs = load_runs("group_size", uri=uri)
+    ns = sorted(
+        {int(o.split("=")[1]) for s in runs["overrides"] for o in s.split() if o.startswith("group_size=")}
+    )
+    tables, frames = {}, {}
+    parts += ["## Arms vs pointwise at each group size N, paired by seed", ""]
+    sources = {n: ("group_size", {"group_size": str(n)}) for n in ns}
+    if N_FROM_TABLE2 not in ns:
+        try:  # the group_size sweep leaves N = 8 to table2: the same jobs (conf/experiment/group_size.yaml)
+            load_runs("table2", uri=uri)
+            sources[N_FROM_TABLE2] = ("table2", None)
+        except ValueError:
+            pass
+    arms = set(runs[BY])
+    for n in sorted(sources):
+        experiment, where = sources[n]
+        common, seen = complete_seeds(experiment, uri, where)
+        if len(common) < 2:
+            parts += [
+                f"### N = {n}",
+                "",
+                f"Not enough complete seeds (every arm: {common}; seen {seen}).",
+                "",
+            ]
+            continue
+        t = stats_tables(experiment, uri, where=where)
+        if experiment == "table2":  # only the arms the group_size sweep has
+            t = {k: _restrict(v, arms) for k, v in t.items()}
+            info8 = run_info("table2", uri)
+            parts += [
+                f"### N = {n} (from the table2 sweep `{info8['sweep']}`, commit(s) "
+                + ", ".join(f"`{c[:12]}`" for c in info8["commits"])
+                + "; the same jobs: configs differ only in the experiment name)",
+                "",
+            ]
+        else:
+            parts += [f"### N = {n}", ""]
+        if common != seen:
+            parts += [f"Incomplete: the sweep stopped early; paired over seeds {', '.join(common)} only.", ""]
+        tables[n], frames[f"N={n}"] = t["primary"], pd.concat(dict(t), names=["table"])
+        parts += main_table(t, steps)
+    pd.concat(frames, names=["group_size"]).to_csv(out / "group_size_stats.csv")
+    parts += legend(steps)
+    sweep_figure(tables, "group size N", path=out / "group_size_final.png",
+                 title="group_size: final sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
+    sweep_figure(tables, "group size N", quantity="auc", path=out / "group_size_auc.png",
+                 title="group_size: AUC of sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
+    parts += ["![final by N](group_size_final.png) ![AUC by N](group_size_auc.png)", ""]
+    return "\n".join(parts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="results/train")
+    ap.add_argument(
+        "--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or results/mlflow.db)"
+    )
+    ap.add_argument("--experiments", nargs="*", default=list(EXPERIMENTS))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for experiment in args.experiments:
+        try:
+            text = report_experiment(experiment, args.uri, out, args.out)
+        except ValueError as exc:
+            if "unknown experiment" in str(exc):
+                print(f"skip {experiment}: not in the store ({exc})")
+                continue
+            raise
+        (out / f"{experiment}.md").write_text(text)
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

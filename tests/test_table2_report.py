@@ -1,0 +1,161 @@
+"""experiments/table2_report.py and the compare figures it uses, on a tiny real sweep (the real
+trainer from the warm start, logged through the real Tracker into a temporary sqlite store)."""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+pytestmark = pytest.mark.slow  # trains 27 tiny runs
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = ("pointwise", "seeded_single_elim", "oracle")
+SEEDS = (0, 1, 2)
+STEPS = 5
+
+
+def _log(uri, experiment, reward, seed, extra=()):
+    from arenabench.tracking import Tracker
+    from arenabench.trainers.local.trainer import train
+
+    overrides = [f"reward={reward}", *extra]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            "train",
+            overrides=[
+                f"experiment={experiment}",
+                *overrides,
+                f"seed={seed}",
+                f"steps={STEPS}",
+                "eval_every=2",
+            ],
+        )
+    tags = {
+        "constructor": reward,
+        "reward": reward,
+        "setting": " ".join(overrides),
+        "overrides": " ".join([*overrides, f"seed={seed}"]),
+        "seed": str(seed),
+        "sweep": "s1",
+        "git_commit": "c0ffee",
+    }
+    with Tracker(experiment, run_name=f"{reward}-{seed}", tags=tags, uri=uri) as tr:
+        tr.log_params({"steps": STEPS})
+        train(OmegaConf.to_container(cfg, resolve=True), tracker=tr, progress=False)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db"
+    for reward in ARMS:
+        for seed in SEEDS:
+            _log(uri, "table2", reward, seed)
+    for n in (2, 4):
+        for reward in ("pointwise", "seeded_single_elim"):
+            for seed in (0, 1):
+                _log(uri, "group_size", reward, seed, extra=[f"group_size={n}"])
+    return uri
+
+
+def test_select_runs_by_column_or_override_token(store):
+    from arenabench.compare import load_runs, select_runs
+
+    runs = load_runs("group_size", uri=store)
+    assert len(select_runs(runs, None)) == 8
+    four = select_runs(runs, {"group_size": "4"})
+    assert len(four) == 4 and all("group_size=4" in o.split() for o in four["overrides"])
+    assert len(select_runs(runs, {"group_size": "4", "reward": "pointwise"})) == 2
+    assert select_runs(runs, {"group_size": "4"}).attrs["metric_keys"] == runs.attrs["metric_keys"]
+    assert len(select_runs(runs, {"seed": ["0"]})) == 4  # a list: any of its values
+
+
+def test_arm_stats_where_pairs_within_one_group_size(store):
+    from arenabench.compare import arm_stats
+
+    t = arm_stats(
+        "group_size", "eval_sampled_quality", uri=store, by="reward", baseline="pointwise",
+        where={"group_size": "2"},
+    )  # fmt: skip
+    assert list(t["arm"]) == ["pointwise", "seeded_single_elim"] and set(t["n"]) == {2}
+    assert t.attrs["where"] == {"group_size": "2"}
+    both = arm_stats("group_size", "eval_sampled_quality", uri=store, by="reward")
+    assert set(both["n"]) == {4}
+
+
+def test_figures_of_arm_stats_and_curves(store, tmp_path):
+    from arenabench.compare import (
+        arm_stats,
+        collapse_figure,
+        curves_figure,
+        metric_curves,
+        paired_difference_figure,
+        stats_frontier_figure,
+        sweep_figure,
+    )
+
+    t = arm_stats("table2", "eval_sampled_quality", uri=store, by="reward", baseline="pointwise")
+    fig = paired_difference_figure(t, path=tmp_path / "d.png")
+    assert len(fig.axes) == 2 and (tmp_path / "d.png").stat().st_size > 0
+    # one point per non-baseline arm in each panel
+    assert [len(ax.get_yticks()) for ax in fig.axes] == [len(ARMS) - 1] * 2
+    with pytest.raises(ValueError, match="baseline"):
+        paired_difference_figure(arm_stats("table2", "eval_sampled_quality", uri=store, by="reward"))
+    fig = stats_frontier_figure(t, steps=STEPS, path=tmp_path / "f.png")
+    oracle = t[t["arm"] == "oracle"].iloc[0]
+    assert oracle["judge_calls"] == 0 and (tmp_path / "f.png").exists()
+    sg = metric_curves("table2", "sigma_group", uri=store, by="reward")
+    sn = metric_curves("table2", "sigma_noise", uri=store, by="reward")
+    fig = collapse_figure(sg, sn)
+    assert len(fig.axes[0].get_lines()) == 2 * len(ARMS)
+    fig = curves_figure(metric_curves("table2", "entropy", uri=store, by="reward"), "entropy")
+    assert len(fig.axes[0].get_lines()) == len(ARMS)
+    tables = {
+        n: arm_stats(
+            "group_size", "eval_sampled_quality", uri=store, by="reward", where={"group_size": str(n)}
+        )
+        for n in (2, 4)
+    }
+    assert len(sweep_figure(tables, "N").axes[0].get_lines()) >= 2
+
+
+def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
+    import os
+
+    out = tmp_path / "train"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "table2_report.py"), "--out", str(out), "--uri", store,
+         "--experiments", "table2", "group_size", "table2_hard"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "skip table2_hard" in proc.stdout  # not in the store: skipped, not an error
+    text = (out / "table2.md").read_text()
+    needles = ("seeds 0, 1, 2", "steps 5", "`c0ffee`", "Simulator caveat", "eval_sampled_quality")
+    needles += ("Δ final vs pointwise", "Δ AUC vs pointwise", "judge calls / step", "adv–oracle")
+    for needle in needles:
+        assert needle in text, needle
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert {r.split("|")[1].strip(" `") for r in rows} >= set(ARMS)
+    oracle = next(r for r in rows if r.startswith("| `oracle`")).split("|")
+    assert oracle[3].strip() == "0.0"  # judge calls per step
+    assert oracle[5].strip().startswith(("+", "-")) and "[" in oracle[5]  # Δ final with a CI
+    for png in ("paired_diff", "frontier", "curves", "collapse", "snr", "entropy", "adv_oracle_pearson"):
+        assert (out / f"table2_{png}.png").stat().st_size > 0, png
+    gs = (out / "group_size.md").read_text()
+    assert "### N = 2" in gs and "### N = 4" in gs and (out / "group_size_final.png").exists()
+    # N = 8 comes from the table2 sweep (the same jobs), restricted to the group_size arms
+    n8 = gs.split("### N = 8 (from the table2 sweep")[1].split("###")[0]
+    assert {r.split("|")[1].strip(" `") for r in n8.splitlines() if r.startswith("| `")} == {
+        "pointwise",
+        "seeded_single_elim",
+    }
+    import pandas as pd
+
+    stats = pd.read_csv(out / "table2_stats.csv")
+    assert {"arm", "final", "d_final", "p_final", "auc", "d_auc"} <= set(stats.columns)
+    assert not math.isnan(stats[stats["arm"] == "oracle"]["d_final"].iloc[0])
