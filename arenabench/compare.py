@@ -189,6 +189,18 @@ def select_runs(df: pd.DataFrame, where: dict[str, str] | None) -> pd.DataFrame:
     return out
 
 
+def _runs_for(uri, experiment: str, sweep: str, include_failed: bool, where, metric: str, by: str):
+    """(client, the selected runs, the MLflow key of ``metric``): the shared start of every reader
+    of per-step histories; one clear error for no runs, an unknown metric or grouping column."""
+    client = _client(uri)
+    df = select_runs(_load(client, experiment, sweep, include_failed), where)
+    if df.empty:
+        raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r}, where {where})")
+    _check_metric(df, metric)
+    _check_by(df, by)
+    return client, df, df.attrs["metric_keys"][metric]  # the MLflow key behind the column
+
+
 def metric_curves(
     experiment: str,
     metric: str,
@@ -208,13 +220,7 @@ def metric_curves(
     :func:`select_runs`."""
     if smooth < 1:
         raise ValueError(f"smooth must be >= 1 (1 = no smoothing); got {smooth}")
-    client = _client(uri)
-    df = select_runs(_load(client, experiment, sweep, include_failed), where)
-    if df.empty:
-        raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r})")
-    _check_metric(df, metric)
-    _check_by(df, by)
-    key = df.attrs["metric_keys"][metric]  # the MLflow key behind the column
+    client, df, key = _runs_for(uri, experiment, sweep, include_failed, where, metric, by)
     parts = []
     for run_id, group in zip(df["run_id"], df[by], strict=True):
         h = _history(client, run_id, key)
@@ -424,13 +430,7 @@ def arm_stats(
 
     if reach is not None and not 0 < reach <= 1:
         raise ValueError(f"reach must be a fraction in (0, 1]; got {reach}")
-    client = _client(uri)
-    df = select_runs(_load(client, experiment, sweep, include_failed), where)
-    if df.empty:
-        raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r}, where {where})")
-    _check_metric(df, metric)
-    _check_by(df, by)
-    key = df.attrs["metric_keys"][metric]
+    client, df, key = _runs_for(uri, experiment, sweep, include_failed, where, metric, by)
     calls_col = {k: c for c, k in df.attrs["metric_keys"].items()}.get("judge_calls")
     curves, keep = {}, []
     for idx, run_id in zip(df.index, df["run_id"], strict=True):
