@@ -137,11 +137,12 @@ def test_bad_trainer_algo_names_the_choices():
 
 @pytest.mark.slow
 def test_snr_of_the_pointwise_arm_falls_as_quality_rises(tmp_path):
-    """snr_dynamics, calibrated judge, fixed seed: as true quality climbs into the saturated
-    top of the pointwise scale, σ_group/σ_noise falls (the run logs it to MLflow)."""
+    """snr_dynamics' judge and N, K from a random init (the sweep itself now starts warm), fixed
+    seed: as true quality climbs into the saturated top of the pointwise scale, σ_group/σ_noise
+    falls (the run logs it to MLflow)."""
     from arenabench.tracking import Tracker
 
-    cfg = compose_cfg("experiment=snr_dynamics", "reward=pointwise", "seed=0", "steps=120")
+    cfg = compose_cfg("experiment=snr_dynamics", "init=random", "reward=pointwise", "seed=0", "steps=120")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     with Tracker("snr_dynamics", run_name="pointwise", uri=uri) as tr:
         train(cfg, tracker=tr, progress=False)
