@@ -124,6 +124,13 @@ class OpenAIJudge(LLMJudge):
             max_concurrency=self.max_concurrency,
         )
 
+    def _take_urls(self, n: int) -> int:
+        """The base-URL index the next ``n`` requests start at (round-robin across calls)."""
+        with self._lock:
+            start = self._next_url
+            self._next_url = (start + n) % len(self.endpoints)
+        return start
+
     # -- public --------------------------------------------------------------------------
 
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
@@ -131,9 +138,7 @@ class OpenAIJudge(LLMJudge):
         requests = list(requests)
         if not requests:
             return []
-        with self._lock:
-            start = self._next_url
-            self._next_url = (start + len(requests)) % len(self.endpoints)
+        start = self._take_urls(len(requests))
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -161,9 +166,7 @@ class OpenAIJudge(LLMJudge):
         requests = list(requests)
         if not requests:
             return []
-        with self._lock:
-            start = self._next_url
-            self._next_url = (start + len(requests)) % len(self.endpoints)
+        start = self._take_urls(len(requests))
         loop = asyncio.get_running_loop()
         state = self._loop_sessions.get(loop)
         if state is None:
