@@ -23,7 +23,7 @@ $(VENV)/.dev: pyproject.toml constraints/cpu.txt | $(PY)
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(VENV)/.base
 
-demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds; planned ~15 min on 2 free cores, 29 min measured on a shared machine) -> results/mlflow.db, results/train/
+demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds; ~10 min measured on 2 nearly idle cores, 29 min on a shared machine) -> results/mlflow.db, results/train/
 	$(PY) -m arenabench.train -m experiment=table2
 	$(PY) -m arenabench.train -m experiment=snr_dynamics
 	$(PY) experiments/table2_report.py --out results/train --experiments table2 snr_dynamics
