@@ -46,13 +46,13 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from arenabench.asyncrun import run_coroutine
 from arenabench.types import (
     Accounting,
     ConstructorResult,
@@ -146,7 +146,7 @@ class Engine:
 
     def run(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
         if self.resolved_schedule == "pipelined":
-            return _run_coroutine(self.arun(constructor, groups, step=step))
+            return run_coroutine(self.arun(constructor, groups, step=step), name="arenabench-engine")
         run = StepRun(self, constructor, groups, step)
         while run.playing:
             run.send_wave()
@@ -155,29 +155,6 @@ class Engine:
     async def arun(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
         """One step on the pipelined schedule, in the running event loop (whatever ``schedule``)."""
         return await PipelinedStepRun(self, constructor, groups, step).play()
-
-
-def _run_coroutine(coro):
-    """``asyncio.run(coro)``; from inside a running loop, in a short-lived thread (which blocks
-    the calling loop until done, like :class:`OpenAIJudge`'s sync entry point)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict = {}
-
-    def worker() -> None:
-        try:
-            box["out"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["exc"] = exc
-
-    thread = threading.Thread(target=worker, name="arenabench-engine", daemon=True)
-    thread.start()
-    thread.join()
-    if "exc" in box:
-        raise box["exc"]
-    return box["out"]
 
 
 @dataclass

@@ -41,6 +41,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from arenabench.asyncrun import run_coroutine
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
 from arenabench.judges.parsing import parse_verdict, verdict_label_probability
@@ -139,24 +140,7 @@ class OpenAIJudge(LLMJudge):
         if not requests:
             return []
         start = self._take_urls(len(requests))
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self._run_batch(requests, start))
-        box: dict[str, Any] = {}
-
-        def worker() -> None:
-            try:
-                box["out"] = asyncio.run(self._run_batch(requests, start))
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["exc"] = exc
-
-        thread = threading.Thread(target=worker, name="openai-judge-batch", daemon=True)
-        thread.start()
-        thread.join()
-        if "exc" in box:
-            raise box["exc"]
-        return box["out"]
+        return run_coroutine(self._run_batch(requests, start), name="openai-judge-batch")
 
     async def ajudge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
         """``judge_pairs`` in the running event loop (the engine's pipelined schedule sends one
