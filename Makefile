@@ -28,15 +28,13 @@ demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds; ~1
 	$(PY) -m arenabench.train -m experiment=snr_dynamics
 	$(PY) experiments/table2_report.py --out results/train --experiments table2 snr_dynamics
 
-experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_size, table2_imperfect (~25 min on 2 cores) + their reports
-	$(PY) -m arenabench.train -m experiment=table2_hard
-	$(PY) -m arenabench.train -m experiment=group_size
-	$(PY) -m arenabench.train -m experiment=table2_imperfect
-	$(PY) experiments/table2_report.py --out results/train --experiments table2_hard group_size table2_imperfect
+EXPERIMENTS := table2_hard group_size table2_imperfect rrc reasoning_arena
+experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_size, table2_imperfect, rrc, reasoning_arena (~40 min on 2 cores) + their reports
+	for e in $(EXPERIMENTS); do $(PY) -m arenabench.train -m experiment=$$e || exit 1; done
+	$(PY) experiments/table2_report.py --out results/train --experiments $(EXPERIMENTS)
 
 report: $(VENV)/.base  ## rewrite results/train/*.md + PNGs from results/mlflow.db (every experiment it holds)
 	$(PY) experiments/table2_report.py --out results/train
-	$(PY) experiments/train_report.py --out results/train
 
 fidelity: $(VENV)/.base  ## the fidelity study on the calibrated simulated judge -> results/fidelity.*
 	$(PY) experiments/fidelity_study.py --out results

@@ -1,9 +1,10 @@
 """Table 2 that answers (issue 14): per-experiment reports of the warm-start sweeps, read from MLflow.
 
-For each experiment in the store (table2, snr_dynamics, table2_hard, table2_imperfect, group_size)
-writes ``<out>/<experiment>.md`` (+ ``_stats.csv`` and PNGs) with ``arenabench.compare``'s
-statistics API: per arm the final ``eval_sampled_quality`` (primary) and its area under the curve
-with t CIs over seeds, the paired difference vs pointwise by seed (95% CI, p-value) for both,
+For each experiment in the store (table2, snr_dynamics, table2_hard, table2_imperfect, group_size,
+rrc, reasoning_arena) writes ``<out>/<experiment>.md`` (+ ``_stats.csv`` and PNGs) with
+``arenabench.compare``'s statistics API: per arm the final ``eval_sampled_quality`` (primary) and its
+area under the curve with t CIs over seeds, the paired difference by seed vs the experiment's
+baseline arm (pointwise; PRC for rrc, plain verifier rewards for reasoning_arena; 95% CI, p-value),
 greedy ``eval_quality`` beside it, judge calls per step, and the run-mean advantage–oracle
 correlation. Run after the sweeps::
 
@@ -31,19 +32,37 @@ from arenabench.compare import (
 from arenabench.tracking import open_client, tracking_uri
 
 BY = "reward"  # the conf/reward file: pointwise_budget's constructor is "pointwise"
-BASELINE = "pointwise"
 PRIMARY = "eval_sampled_quality"
-EXPERIMENTS = ("table2", "snr_dynamics", "table2_hard", "table2_imperfect", "group_size")
+EXPERIMENTS = (
+    "table2", "snr_dynamics", "table2_hard", "table2_imperfect", "group_size", "rrc", "reasoning_arena",
+)  # fmt: skip
+# the arm every other arm is paired against: the scoring rule each paper replaces
+BASELINES = {"rrc": "prc", "reasoning_arena": "rlvr"}
+JUDGES = {"rrc": "cot"}  # the simulated-judge preset of each experiment (default: calibrated)
+JUDGE_NOTES = {
+    "cot": (
+        " The `cot` preset's verdicts and scores equal `calibrated`'s; its P(\"A\") — what PRC reads — "
+        "is sigmoid(55 · judged latent difference), set so that ≈ 88% of probabilities against the greedy "
+        "reference fall in [0, 0.1] ∪ [0.9, 1] (RRC's measured saturation): PRC's handicap here is that "
+        "modelled saturation, an assumption of the same kind."
+    ),
+}
 TITLES = {
     "table2": "table2: ArenaRL Table 2 on the warm start (init=sft, N = 8, K = 8)",
     "snr_dynamics": "snr_dynamics: discriminative collapse on the warm start (init=sft, N = 8, K = 8)",
     "table2_hard": "table2_hard: the hard task from its warm start (task=hard, init=sft_hard, N = 8, K = 8)",
     "table2_imperfect": "table2_imperfect: an imperfect teacher's warm start (init=sft_imperfect, N = K = 8)",
     "group_size": "group_size: N in {2, 4, 8, 16} (ArenaRL Fig. 4a), init=sft, K = 8",
+    "rrc": "rrc: PRC vs SCR vs AGR, ± voting@3, ± CARA on the chain-of-thought judge (init=sft, N = K = 8)",
+    "reasoning_arena": "reasoning_arena: RLVR with adaptive routing on vs off, CISPO (init=sft, N = K = 8)",
 }
 
+
+def baseline(experiment: str) -> str:
+    return BASELINES.get(experiment, "pointwise")
+
 CAVEAT = (
-    "**Simulator caveat.** Every number here comes from the simulated judge (`calibrated` preset, "
+    "**Simulator caveat.** Every number here comes from the simulated judge (`{judge}` preset, "
     "unchanged). Its pairwise vs pointwise resolution is an *assumption*, not a measurement: a pairwise "
     "verdict sees the two latent qualities' difference with noise 0.15 on the latent logit scale and a "
     "comparative reference point, while a pointwise score is sigmoid(quality) + N(0, 0.02), which "
@@ -135,20 +154,20 @@ def stats_tables(experiment: str, uri: str | None, where: dict | None = None) ->
         where = {**(where or {}), "seed": common}
     kw = {"uri": uri, "by": BY, "where": where}
     return {
-        "primary": arm_stats(experiment, PRIMARY, baseline=BASELINE, **kw),
-        "greedy": arm_stats(experiment, "eval_quality", baseline=BASELINE, **kw),
+        "primary": arm_stats(experiment, PRIMARY, baseline=baseline(experiment), **kw),
+        "greedy": arm_stats(experiment, "eval_quality", baseline=baseline(experiment), **kw),
         "adv": arm_stats(experiment, "adv_oracle_pearson", **kw),
         "snr": arm_stats(experiment, "snr", **kw),
     }
 
 
-def main_table(t: dict[str, pd.DataFrame], steps: int) -> list[str]:
+def main_table(t: dict[str, pd.DataFrame], steps: int, base: str = "pointwise") -> list[str]:
     q, g = t["primary"], t["greedy"].set_index("arm")
     adv, snr = t["adv"].set_index("arm"), t["snr"].set_index("arm")
     head = (
-        "| arm | n | judge calls / step | final sampled quality [95% CI] | Δ final vs pointwise [95% CI] "
-        "| p | AUC [95% CI] | Δ AUC vs pointwise [95% CI] | p | final greedy quality [95% CI] "
-        "| Δ greedy vs pointwise [95% CI] | p | mean adv–oracle r [95% CI] | mean SNR |"
+        f"| arm | n | judge calls / step | final sampled quality [95% CI] | Δ final vs {base} [95% CI] "
+        f"| p | AUC [95% CI] | Δ AUC vs {base} [95% CI] | p | final greedy quality [95% CI] "
+        f"| Δ greedy vs {base} [95% CI] | p | mean adv–oracle r [95% CI] | mean SNR |"
     )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for _, r in q.iterrows():
@@ -179,12 +198,12 @@ def main_table(t: dict[str, pd.DataFrame], steps: int) -> list[str]:
     return lines + [""]
 
 
-def legend(steps: int) -> list[str]:
+def legend(steps: int, base: str = "pointwise") -> list[str]:
     return [
         "Columns: *final* = the value at the last step (step "
         f"{steps - 1}); *AUC* = the area under the eval curve (logged every `eval_every` steps) divided by "
-        "its step span, i.e. the curve's time-average; *Δ … vs pointwise* = mean paired difference arm − "
-        "pointwise over seeds (same seed = same SFT checkpoint and prompt order) with its 95% t CI and the "
+        f"its step span, i.e. the curve's time-average; *Δ … vs {base}* = mean paired difference arm − "
+        f"{base} over seeds (same seed = same SFT checkpoint and prompt order) with its 95% t CI and the "
         "two-sided paired t-test p-value (few pairs: read p as a screening number, not a verdict; "
         "no multiple-comparison correction); *judge calls / step* = final cumulative judge calls / steps "
         "(the oracle controls ask none); *mean adv–oracle r* = time-average over steps of the per-group "
@@ -207,7 +226,8 @@ def header(experiment: str, info: dict, out: str, extra_cmd: str = "") -> list[s
         f"`python experiments/table2_report.py --out {out} --experiments {experiment}`; design and "
         f"budget: `conf/experiment/{experiment}.yaml`.",
         "",
-        CAVEAT,
+        CAVEAT.format(judge=JUDGES.get(experiment, "calibrated"))
+        + JUDGE_NOTES.get(JUDGES.get(experiment, ""), ""),
         "",
         PRIMARY_WHY,
         "",
@@ -277,7 +297,8 @@ def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
         ]
     t = stats_tables(experiment, uri)
     pd.concat({k: v for k, v in t.items()}, names=["table"]).to_csv(out / f"{experiment}_stats.csv")
-    parts += ["## Arms vs pointwise, paired by seed", "", *main_table(t, steps), *legend(steps)]
+    base = baseline(experiment)
+    parts += [f"## Arms vs {base}, paired by seed", "", *main_table(t, steps, base), *legend(steps, base)]
     parts += figures(experiment, t, steps, uri, out)
     parts += ["## Dynamics", "", *dynamics_figures(experiment, uri, out)]
     return "\n".join(parts)

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-pytestmark = pytest.mark.slow  # trains 27 tiny runs
+pytestmark = pytest.mark.slow  # trains 21 tiny runs
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("pointwise", "seeded_single_elim", "oracle")
@@ -58,6 +58,9 @@ def store(tmp_path_factory):
         for reward in ("pointwise", "seeded_single_elim"):
             for seed in (0, 1):
                 _log(uri, "group_size", reward, seed, extra=[f"group_size={n}"])
+    for reward in ("prc", "rrc_scr"):  # an experiment with its own baseline arm
+        for seed in (0, 1):
+            _log(uri, "rrc", reward, seed)
     return uri
 
 
@@ -128,7 +131,7 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     out = tmp_path / "train"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "table2_report.py"), "--out", str(out), "--uri", store,
-         "--experiments", "table2", "group_size", "table2_hard"],
+         "--experiments", "table2", "group_size", "table2_hard", "rrc"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -154,6 +157,10 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
         "pointwise",
         "seeded_single_elim",
     }
+    rrc = (out / "rrc.md").read_text()  # paired against its own baseline (PRC), on its own judge preset
+    assert "Δ final vs prc" in rrc and "## Arms vs prc" in rrc and "`cot` preset" in rrc
+    scr = next(r for r in rrc.splitlines() if r.startswith("| `rrc_scr`")).split("|")
+    assert scr[5].strip().startswith(("+", "-")) and "[" in scr[5]
     import pandas as pd
 
     stats = pd.read_csv(out / "table2_stats.csv")
