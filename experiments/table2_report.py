@@ -61,6 +61,7 @@ TITLES = {
 def baseline(experiment: str) -> str:
     return BASELINES.get(experiment, "pointwise")
 
+
 CAVEAT = (
     "**Simulator caveat.** Every number here comes from the simulated judge (`{judge}` preset, "
     "unchanged). Its pairwise vs pointwise resolution is an *assumption*, not a measurement: a pairwise "
