@@ -93,6 +93,48 @@ def test_auto_schedule_by_backend():
         Engine(judges.get("calibrated"), max_inflight=0)
 
 
+@pytest.mark.parametrize("spec", ["seeded_single_elim", "pointwise", "reasoning_arena_live"])
+def test_a_trainers_judge_stack_around_a_served_judge_stays_pipelined(spec, tmp_path):
+    """cache → faults → served judge (what a trainer builds from ``judge.cache`` / ``judge.faults``)
+    pipelines under ``auto``, answers as lockstep does, respects the limit, and a rerun on the
+    cache sends the server nothing."""
+    from arenabench.judges.stack import JudgeStack
+
+    groups = simulate_groups(4, 8, seed=3)
+    faults = {"rate": 0.3, "seed": 1, "kinds": list(REQUEST_FAULTS)}
+
+    def stack(cache):
+        return JudgeStack(ServedJudge(judges.get("calibrated"), slots=4, length_sigma=1.5), cache, faults)
+
+    lock = Engine(stack(str(tmp_path / "lock.sqlite")), schedule="lockstep").run(
+        rewards.from_spec(spec), groups, step=1
+    )
+    first = stack(str(tmp_path / "j.sqlite"))
+    assert Engine(first).resolved_schedule == "pipelined" and first.prefers_pipelined
+    assert Engine(first, max_inflight=3).inflight_limit == 3
+    pipe, _ = run_virtual(Engine(first, max_inflight=3).arun(rewards.from_spec(spec), groups, step=1))
+    _same_results(lock, pipe)
+    assert first.base.max_outstanding <= 3 and first.base.requests > 0
+    assert len(first.latencies) == pipe.stats.judge_batches  # the stack times each async call
+    again = stack(str(tmp_path / "j.sqlite"))
+    rerun, _ = run_virtual(Engine(again, max_inflight=3).arun(rewards.from_spec(spec), groups, step=1))
+    for x, y in zip(lock.results, rerun.results, strict=True):  # same rewards; fewer retries paid
+        np.testing.assert_array_equal(x.advantage, y.advantage)
+    # every request that succeeded on some attempt was cached under its (attempt-free) key; the
+    # rest fail again on the same deterministic fault draws: the server is asked nothing
+    assert again.base.requests == 0 and again.stats["cache_hits"] > 0
+
+
+def test_wrappers_are_only_as_asynchronous_as_their_judge():
+    from arenabench.judges.stack import JudgeStack
+
+    sync = JudgeStack(judges.get("calibrated"), faults={"rate": 0.1})
+    assert getattr(sync, "ajudge_pairs", None) is None and not sync.prefers_pipelined
+    assert Engine(sync).resolved_schedule == "lockstep"  # the simulated judges stay in lockstep
+    served = JudgeStack(ServedJudge(judges.get("calibrated")), faults={"rate": 0.1})
+    assert served.ajudge_pairs is not None and served.prefers_pipelined
+
+
 def test_inflight_limit_defaults_to_the_judges_concurrency():
     class J:
         max_concurrency = 7

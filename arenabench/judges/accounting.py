@@ -101,7 +101,14 @@ class JudgeAccounting:
 
 class WrapperStats:
     """``stats`` of a wrapper: the inner judge's, with the keys this wrapper owns set from
-    :meth:`own_stats`."""
+    :meth:`own_stats`.
+
+    A wrapper is also as asynchronous as what it wraps: it has ``ajudge_pairs`` /
+    ``ascore_points`` (the engine's pipelined schedule) only when the inner judge has them *and*
+    the wrapper implements ``_ajudge_pairs`` / ``_ascore_points``, and ``prefers_pipelined`` only
+    then -- so a cache or fault layer around a served judge keeps it pipelined, while a sync
+    judge stays on the engine's single worker thread (never called concurrently).
+    """
 
     inner: Any
 
@@ -111,6 +118,25 @@ class WrapperStats:
     @property
     def stats(self) -> dict[str, Any]:
         return {**self.inner.stats, **self.own_stats()}
+
+    def _async_method(self, name: str):
+        own = getattr(type(self), "_" + name, None)
+        if own is None or not hasattr(self.inner, name):
+            raise AttributeError(name)  # getattr(judge, name, None) is None: a sync judge
+        return own.__get__(self)
+
+    ajudge_pairs = property(lambda self: self._async_method("ajudge_pairs"))
+    ascore_points = property(lambda self: self._async_method("ascore_points"))
+
+    @property
+    def prefers_pipelined(self) -> bool:
+        inner_wants = bool(getattr(self.inner, "prefers_pipelined", False))
+        return inner_wants and (hasattr(self, "ajudge_pairs") or hasattr(self, "ascore_points"))
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """The inner judge's limit on requests in flight (the engine's default ``max_inflight``)."""
+        return getattr(self.inner, "max_concurrency", None)
 
 
 __all__ = [

@@ -321,7 +321,26 @@ class CachedJudge(WrapperStats):
             raise TypeError(f"{self.inner!r} has no score_points: it is not a pointwise judge")
         return self._answer(list(requests), self.point_key, "score_points", _encode_point, _decode_point)
 
+    async def _ajudge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        keys, replies, todo = self._lookup(list(requests), self.key, _decode)
+        if todo:
+            self._keep(replies, todo, await self.inner.ajudge_pairs(list(todo.values())), _encode)
+        return [replies[k] for k in keys]
+
+    async def _ascore_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        keys, replies, todo = self._lookup(list(requests), self.point_key, _decode_point)
+        if todo:
+            self._keep(replies, todo, await self.inner.ascore_points(list(todo.values())), _encode_point)
+        return [replies[k] for k in keys]
+
     def _answer(self, requests, key_of, method, encode, decode):
+        keys, replies, todo = self._lookup(requests, key_of, decode)
+        if todo:
+            self._keep(replies, todo, getattr(self.inner, method)(list(todo.values())), encode)
+        return [replies[k] for k in keys]
+
+    def _lookup(self, requests, key_of, decode) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+        """(keys, replies found in the cache, distinct missed requests by key); counts hits/misses."""
         keys = [key_of(r) for r in requests]
         cached = self.cache.get_many(keys)
         replies: dict[str, Any] = {}
@@ -338,17 +357,20 @@ class CachedJudge(WrapperStats):
         if todo:
             self.inner_calls += 1
             self.inner_requests += len(todo)
-            answers = list(getattr(self.inner, method)(list(todo.values())))
-            if len(answers) != len(todo):
-                raise RuntimeError(f"inner judge answered {len(answers)} of {len(todo)} requests")
-            store = []
-            for k, ans in zip(todo, answers, strict=True):
-                replies[k] = ans
-                enc = None if isinstance(ans, JudgeFailure) else encode(ans)
-                if enc is not None:
-                    store.append((k, enc))
-            self.cache.put_many(store)
-        return [replies[k] for k in keys]
+        return keys, replies, todo
+
+    def _keep(self, replies: dict[str, Any], todo: dict[str, Any], answers, encode) -> None:
+        """Add the inner judge's ``answers`` to ``todo``'s keys in ``replies``; store the successes."""
+        answers = list(answers)
+        if len(answers) != len(todo):
+            raise RuntimeError(f"inner judge answered {len(answers)} of {len(todo)} requests")
+        store = []
+        for k, ans in zip(todo, answers, strict=True):
+            replies[k] = ans
+            enc = None if isinstance(ans, JudgeFailure) else encode(ans)
+            if enc is not None:
+                store.append((k, enc))
+        self.cache.put_many(store)
 
     def own_stats(self) -> dict[str, Any]:
         return {"cache_hits": self.hits, "cache_misses": self.misses}

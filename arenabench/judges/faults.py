@@ -27,6 +27,7 @@ engine failures`` when the inner judge itself never fails.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import time
@@ -135,23 +136,35 @@ class FaultyJudge(WrapperStats):
             self.by_attempt[int(a)] += 1
 
     def _run(self, requests, method: str, nan_reply):
+        requests, faults, clean = self._plan(requests)
+        got = list(getattr(self.inner, method)(clean)) if clean else []
+        if "timeout" in faults and self.timeout_s > 0:
+            time.sleep(self.timeout_s)  # concurrent calls: the slowest bounds the batch
+        return self._merge(requests, faults, got, nan_reply)
+
+    async def _arun(self, requests, method: str, nan_reply):
+        requests, faults, clean = self._plan(requests)
+        got = list(await getattr(self.inner, method)(clean)) if clean else []
+        if "timeout" in faults and self.timeout_s > 0:
+            await asyncio.sleep(self.timeout_s)
+        return self._merge(requests, faults, got, nan_reply)
+
+    def _plan(self, requests) -> tuple[list, list, list]:
+        """(requests, each one's fault or None, the clean ones to ask); raises for a lost batch."""
         requests = list(requests)
         self.batches += 1
         self.requests += len(requests)
-        if not requests:
-            return []
         if self.batch_raises(requests):
             self.raised_batches += 1
             self._count("raise", (r.attempt for r in requests))
             raise InjectedJudgeError("injected fault: judge batch lost")  # one reason, whatever the size
         faults = [self.fault_for(r) for r in requests]
-        clean = [r for r, f in zip(requests, faults, strict=True) if f is None]
-        got = list(getattr(self.inner, method)(clean)) if clean else []
-        if len(got) != len(clean):
-            raise RuntimeError(f"inner judge answered {len(got)} of {len(clean)} requests")
+        return requests, faults, [r for r, f in zip(requests, faults, strict=True) if f is None]
+
+    def _merge(self, requests, faults, got, nan_reply) -> list:
+        if len(got) != len(requests) - sum(f is not None for f in faults):
+            raise RuntimeError(f"inner judge answered {len(got)} of {faults.count(None)} requests")
         answers = iter(got)
-        if "timeout" in faults and self.timeout_s > 0:
-            time.sleep(self.timeout_s)  # concurrent calls: the slowest bounds the batch
         out = []
         for r, f in zip(requests, faults, strict=True):
             if f is None:
@@ -171,6 +184,12 @@ class FaultyJudge(WrapperStats):
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
         return self._run(requests, "score_points", math.nan)
+
+    async def _ajudge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
+        return await self._arun(requests, "ajudge_pairs", PairJudgment(math.nan, math.nan, math.nan))
+
+    async def _ascore_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        return await self._arun(requests, "ascore_points", math.nan)
 
     def own_stats(self) -> dict:
         return {"faults": self.faulted}

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from arenabench.judges.accounting import percentiles
+from arenabench.judges.accounting import WrapperStats, percentiles
 from arenabench.judges.cache import CachedJudge, JudgmentCache
 from arenabench.judges.factory import STACK_KEYS, build
 from arenabench.judges.faults import FaultyJudge
@@ -38,7 +38,7 @@ def cache_identity(base) -> tuple[str, str]:
     )
 
 
-class JudgeStack:
+class JudgeStack(WrapperStats):
     """``base`` behind optional fault injection (``faults``: a mapping of :class:`FaultyJudge`
     arguments, e.g. ``{rate: 0.2, seed: 0}``) and an optional sqlite judgment cache (``cache``: a
     path; several processes may share it), with per-step accounting.
@@ -48,7 +48,9 @@ class JudgeStack:
     simulated judge whatever fixes the hidden qualities the text alone does not, e.g. the task's
     configuration). Latency is the wall time of each batch the engine sends, cache lookup
     included. Counters come from the outermost layer's ``stats``
-    (:mod:`arenabench.judges.accounting`).
+    (:mod:`arenabench.judges.accounting`). Around a served judge (``prefers_pipelined``, async
+    methods) the stack is one too, cache and faults included, so ``Engine(schedule="auto")``
+    pipelines it.
     """
 
     def __init__(
@@ -71,7 +73,7 @@ class JudgeStack:
                 judge, JudgmentCache(path), model=model, rubric=rubric, key_extra=dict(key_extra or {})
             )
             judge = self.cached
-        self.outer = judge
+        self.outer = self.inner = judge
         self.latencies: list[float] = []
         self._last = self._counters()
 
@@ -83,14 +85,17 @@ class JudgeStack:
         wrap = {k: cfg.pop(k, None) for k in STACK_KEYS}
         return cls(build(cfg), wrap["cache"], wrap["faults"], key_extra=key_extra)
 
-    @property
-    def stats(self) -> dict[str, Any]:
-        return self.outer.stats
-
     def _timed(self, method: str, requests):
         t0 = time.perf_counter()
         try:
             return getattr(self.outer, method)(requests)
+        finally:
+            self.latencies.append(time.perf_counter() - t0)
+
+    async def _atimed(self, method: str, requests):
+        t0 = time.perf_counter()
+        try:
+            return await getattr(self.outer, method)(requests)
         finally:
             self.latencies.append(time.perf_counter() - t0)
 
@@ -99,6 +104,12 @@ class JudgeStack:
 
     def score_points(self, requests):
         return self._timed("score_points", requests)
+
+    async def _ajudge_pairs(self, requests):
+        return await self._atimed("ajudge_pairs", requests)
+
+    async def _ascore_points(self, requests):
+        return await self._atimed("ascore_points", requests)
 
     def _counters(self) -> dict[str, float]:
         stats = self.outer.stats

@@ -54,6 +54,10 @@ class EngineConfig:
     # a group with a larger share of failed judge requests trains with advantage 0 (null: never);
     # arenabench/advantages.py mask_unreliable states why 0.25
     max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE
+    # lockstep | pipelined | auto (arenabench/engine.py): auto pipelines a served judge
+    # (OpenAI-compatible) and keeps batch judges (simulated, vLLM offline) in lockstep
+    schedule: str = "auto"
+    max_inflight: int | None = None  # pipelined: requests in flight (null: the judge's max_concurrency)
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,13 @@ def train(
     jcfg = dict(cfg["judge"])
     judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
-    engine = Engine(stack, seed=seed, max_retries=rc.engine.max_retries)
+    engine = Engine(
+        stack,
+        seed=seed,
+        max_retries=rc.engine.max_retries,
+        schedule=rc.engine.schedule,
+        max_inflight=rc.engine.max_inflight,
+    )
     max_failed = rc.engine.max_failed_share
     mask_unreliable([], max_failed)  # a bad threshold fails before the first step
     loss_fn = get_policy_loss(tc.algo)

@@ -177,7 +177,8 @@ class ArenaReward:
     keeps ``stats``). ``num_generations``: TRL's
         ``GRPOConfig.num_generations``. ``anchor="first"``: completion 0 of each group is the anchor
         of anchor-based constructors (TRL samples every completion, so it is not greedy; ``"none"``
-        refuses those constructors). ``seed`` / ``max_retries``: the engine's; ``max_failed_share``:
+        refuses those constructors). ``seed`` / ``max_retries`` / ``schedule`` / ``max_inflight``: the
+        engine's (``schedule="auto"`` pipelines a served judge); ``max_failed_share``:
         :func:`arenabench.advantages.mask_unreliable`'s threshold (``None`` never masks).
     """
 
@@ -191,6 +192,8 @@ class ArenaReward:
         seed: int = 0,
         max_retries: int = 2,
         max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE,
+        schedule: str = "auto",
+        max_inflight: int | None = None,
         anchor: str = "first",
         answer_key: str = "ground_truth",
         name: str | None = None,
@@ -209,7 +212,13 @@ class ArenaReward:
             self.quality = None
         else:
             self.stack, self.quality = judge_stack(judge if judge is not None else {"kind": "simulated"})
-        self.engine = Engine(self.stack, seed=int(seed), max_retries=int(max_retries))
+        self.engine = Engine(
+            self.stack,
+            seed=int(seed),
+            max_retries=int(max_retries),
+            schedule=schedule,
+            max_inflight=max_inflight,
+        )
         mask_unreliable([], max_failed_share)  # a bad threshold fails here, not at the first call
         self.max_failed_share = max_failed_share
         self.num_generations = int(num_generations)

@@ -166,3 +166,25 @@ def test_training_improves_true_quality_with_a_tournament():
     assert final["eval_win_rate"] > 0.7  # greedy answers beat the initial policy's
     assert 0 < final["judge_calls"] <= 60 * 8 * 28 * 2  # ≤ 2N−2 comparisons × 2 orders (dedup)
     assert final["judge_failures"] == 0
+
+
+@pytest.mark.parametrize("reward", ["seeded_single_elim", "reasoning_arena_live"])
+def test_pipelined_schedule_trains_exactly_as_lockstep(reward):
+    """``engine.schedule=pipelined`` changes when a group's matches go out, not what they return:
+    the same rewards every step and the same final metrics (judge batches aside)."""
+
+    def run(schedule):
+        seen = []
+        cfg = compose_cfg(f"reward={reward}", "steps=3", "tracking=none", "eval_every=0",
+                          f"engine.schedule={schedule}", "engine.max_inflight=5")  # fmt: skip
+        final = train(cfg, progress=False, on_step=lambda s, g, o: seen.append([r.reward for r in o.results]))
+        return seen, final
+
+    lock, lock_final = run("lockstep")
+    pipe, pipe_final = run("pipelined")
+    for a, b in zip(lock, pipe, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    clocks = ("wall_time", "steps_per_s")
+    keep = [k for k in lock_final if "latency" not in k and k not in clocks]
+    assert {k: lock_final[k] for k in keep} == {k: pipe_final[k] for k in keep}
