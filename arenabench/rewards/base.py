@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from arenabench.advantages import rank_rewards, ranks_from_keys, standardize
+from arenabench.order import check_order
 from arenabench.registry import Registry
 from arenabench.rewards.failures import failure_flags, split_failures  # noqa: F401 (failure_flags: re-exported)
 from arenabench.types import (
@@ -46,7 +47,9 @@ class Constructor:
     Subclasses are dataclasses whose fields are their parameters (so they pickle, and
     ``rewards.get(name, **params)`` can name the valid ones). ``votes`` is the number of
     judge samples per order of a comparison; ``ddof`` picks the std of the group
-    standardization (0 = population, the project default).
+    standardization (0 = population, the project default); ``order`` is the order policy the
+    engine shows each comparison in (``both``, ``random``, ``balanced``, ``fixed``:
+    ``arenabench/order.py``; all but ``both`` cost half the judge calls).
     """
 
     name: ClassVar[str] = "?"
@@ -54,6 +57,7 @@ class Constructor:
 
     votes: int = 1
     ddof: int = 0
+    order: str = "both"
 
     def __post_init__(self) -> None:
         if not isinstance(self.votes, int) or self.votes < 1:
@@ -62,6 +66,7 @@ class Constructor:
             raise ValueError(
                 f"{self.name}: ddof must be 0 (population std) or 1 (sample std); got {self.ddof!r}"
             )
+        check_order(self.order, self.name)
 
     # -- to implement ------------------------------------------------------------------------
 

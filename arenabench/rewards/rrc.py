@@ -15,6 +15,7 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.aggregation import kemeny_greedy, order_wins
+from arenabench.diagnostics import triangles
 from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.failures import failure_flags, split_failures
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
@@ -71,9 +72,8 @@ def pool_unsupported(wins: np.ndarray, order, W: np.ndarray) -> np.ndarray:
 
 
 def three_cycles(W: np.ndarray) -> int:
-    """Directed 3-cycles of the strict-majority graph (trace(M³)/3): intransitive triples."""
-    M = (W > W.T).astype(np.int64)
-    return int(np.trace(M @ M @ M)) // 3
+    """Directed 3-cycles of the strict-majority graph: intransitive triples."""
+    return triangles(W > W.T)[1]
 
 
 def _check_alpha(c) -> None:
