@@ -154,6 +154,16 @@ REGISTRY: Registry[Constructor] = Registry("reward constructor")
 register = REGISTRY.register
 
 
+def match_verdicts(results: list[MatchResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The comparison graph of the matches that produced a verdict, in the order played: arrays
+    (i, j, o) with o = 1 if i won, ½ a tie, 0 if j won (``aggregation.rankings``' input)."""
+    ok = split_failures(results)[0]
+    i = np.array([m.i for m in ok], dtype=int)
+    j = np.array([m.j for m in ok], dtype=int)
+    o = np.array([0.5 if m.winner is None else float(m.winner == m.i) for m in ok], dtype=float)
+    return i, j, o
+
+
 def mean_scores(n: int, results: list[MatchResult]) -> np.ndarray:
     """Mean per-match (bidirectional, summed) score of each trajectory; NaN if it has none."""
     tot = np.zeros(n)
