@@ -100,3 +100,38 @@ def test_repeated_pair_uses_its_majority_and_failed_matches_are_left_out():
     h = comparison_health(3, res)
     assert (h.matches, h.triangles, h.cyclic) == (5, 1, 1)
     assert triangles(np.array([[0, 1, 1], [0, 0, 1], [0, 0, 0]], bool)) == (1, 0)
+
+
+class Collect:
+    """A tracker that keeps what ``train`` logs (``log_metrics(metrics, step)``)."""
+
+    def __init__(self):
+        self.logged: list[dict] = []
+
+    def log_metrics(self, metrics, step):
+        self.logged.append(dict(metrics))
+
+
+@pytest.mark.parametrize("order", ["both", "random"])
+def test_local_trainer_logs_judge_health_every_step(order):
+    """Two steps of the real trainer, the order policy set from hydra (``reward.order=...``)."""
+    from helpers import compose_cfg
+
+    from arenabench.trainers.local.trainer import STEP_METRICS, train
+
+    assert set(HEALTH_METRICS) | set(HEALTH_COUNTS) <= set(STEP_METRICS)
+    cfg = compose_cfg(
+        "reward=round_robin",
+        f"reward.order={order}",
+        "steps=2",
+        "eval_every=0",
+        "prompts_per_step=2",
+        "group_size=4",
+        "tracking=none",
+    )
+    tracker, stats = Collect(), []
+    train(cfg, tracker=tracker, progress=False, on_step=lambda step, groups, out: stats.append(out.stats))
+    assert len(tracker.logged) == len(stats) == 2
+    for logged, st in zip(tracker.logged, stats, strict=True):
+        assert {k: logged[k] for k in (*HEALTH_METRICS, *HEALTH_COUNTS)} == health_metrics(st)
+        assert logged["judge_bidirectional"] == (logged["judge_matches"] if order == "both" else 0.0)

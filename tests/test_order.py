@@ -1,6 +1,7 @@
 """Order policies (issue 18): judge calls per policy and topology, exactness with a noiseless
 judge, slot balance, determinism, and clear errors."""
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -214,3 +215,21 @@ def test_bad_order_is_one_clear_error():
         rewards.get("adaptive", tournament_params={"order": "random"})
     with pytest.raises(ValueError, match="Match.first must be None, i or j"):
         Match(0, 1, first=2)
+
+
+def test_fidelity_cli_order_and_diagnostics(capsys):
+    import json
+
+    from arenabench import cli
+    from arenabench.fidelity import COLUMNS, HEALTH_COLUMNS
+
+    args = ["fidelity", "-G", "4", "--constructors", "round_robin,anchor:order=fixed", "--order", "random"]
+    assert cli.main([*args, "--diagnostics", "--format", "json", "--judge", "position_gap"]) == 0
+    rows = {r["constructor"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"round_robin:order=random", "anchor:order=fixed"}  # a spec's own order wins
+    assert rows["round_robin:order=random"]["judge_calls_per_group"] == 28
+    assert rows["anchor:order=fixed"]["judge_calls_per_group"] == 7
+    for r in rows.values():
+        assert list(r) == COLUMNS + HEALTH_COLUMNS
+        assert r["judge_consistency"] is None or math.isnan(r["judge_consistency"])  # one order: none
+        assert r["judge_failure_rate"] == 0.0

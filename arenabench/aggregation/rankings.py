@@ -80,10 +80,29 @@ def elo(n: int, i, j, o, k: float = ELO_K, scale: float = ELO_SCALE) -> np.ndarr
     return np.where(seen, r, np.nan)
 
 
+SNAP = 1e-7  # strengths closer than this are one value (the fit is accurate to ~1e-9)
+
+
+def snap(x: np.ndarray, tol: float = SNAP) -> np.ndarray:
+    """Values that differ by less than ``tol`` from their sorted neighbour share their run's
+    mean: strengths equal in theory (equal win counts on a balanced graph) then tie exactly, so a
+    constructor's tie-break decides between them, not the optimizer's round-off."""
+    x = np.asarray(x, dtype=float).copy()
+    ok = np.flatnonzero(~np.isnan(x))
+    order = ok[np.argsort(x[ok], kind="stable")]
+    start = 0
+    for k in range(1, len(order) + 1):
+        if k == len(order) or x[order[k]] - x[order[k - 1]] >= tol:
+            x[order[start:k]] = x[order[start:k]].mean()
+            start = k
+    return x
+
+
 def bradley_terry_scores(n: int, i, j, o, l2: float = BT_L2) -> np.ndarray:
-    """MAP Bradley-Terry strengths (``aggregation.bradley_terry``; a tie is the soft outcome ½)."""
+    """MAP Bradley-Terry strengths (``aggregation.bradley_terry``; a tie is the soft outcome ½),
+    :func:`snap`-ped."""
     i, j, o, seen = _obs(n, i, j, o)
-    return np.where(seen, bradley_terry(n, i, j, o, l2=l2), np.nan)
+    return snap(np.where(seen, bradley_terry(n, i, j, o, l2=l2), np.nan))
 
 
 def kemeny(n: int, i, j, o, exact: bool = False) -> np.ndarray:

@@ -57,7 +57,8 @@ class Constructor:
 
     votes: int = 1
     ddof: int = 0
-    order: str = "both"
+    # keyword-only, so it sits after each subclass's own parameters in their signatures
+    order: str = field(default="both", kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.votes, int) or self.votes < 1:
