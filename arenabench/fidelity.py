@@ -57,11 +57,12 @@ def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
 
 def evaluate(
     constructor: Constructor, groups: Sequence[Group], judge, seed: int = 0, chunk: int = 64, on_chunk=None
-) -> tuple[pd.DataFrame, dict[str, float]]:
+) -> tuple[pd.DataFrame, tuple[ComparisonHealth, int, int]]:
     """One constructor on ``groups``, ``chunk`` at a time (like K prompts of a training step)
     through one engine: a row of :func:`group_metrics` and costs per group, and the judge's
-    health (:func:`arenabench.diagnostics.health_rates`) over all of them. ``on_chunk()`` is
-    called after each chunk (a progress bar)."""
+    health over all of them as ``(ComparisonHealth, failed requests, requests sent)`` — the
+    arguments of :func:`arenabench.diagnostics.health_rates`, which add up over calls.
+    ``on_chunk()`` is called after each chunk (a progress bar)."""
     engine = Engine(judge, seed=seed)
     per_group: list[dict] = []
     health, failures, sent = ComparisonHealth(), 0, 0
@@ -74,7 +75,7 @@ def evaluate(
         sent += out.stats.judge_calls - out.stats.retries
         if on_chunk is not None:
             on_chunk()
-    return pd.DataFrame(per_group), health_rates(health, failures, sent)
+    return pd.DataFrame(per_group), (health, failures, sent)
 
 
 def run_fidelity(
@@ -108,7 +109,9 @@ def run_fidelity(
     )
     for name, cons in zip(names, built, strict=True):
         df, health = evaluate(cons, groups, the_judge, seed, chunk, bar.update if bar is not None else None)
-        rows.append({"constructor": name, "group_size": group_size, **df.mean().to_dict(), **health})
+        rows.append(
+            {"constructor": name, "group_size": group_size, **df.mean().to_dict(), **health_rates(*health)}
+        )
     if bar is not None:
         bar.close()
     keep = COLUMNS + SUMMARY_COLUMNS + (HEALTH_COLUMNS if diagnostics else [])

@@ -233,3 +233,18 @@ def test_fidelity_cli_order_and_diagnostics(capsys):
         assert list(r) == COLUMNS + HEALTH_COLUMNS
         assert r["judge_consistency"] is None or math.isnan(r["judge_consistency"])  # one order: none
         assert r["judge_failure_rate"] == 0.0
+
+
+@pytest.mark.slow
+def test_order_study_quick_smoke(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(__import__("helpers").ROOT / "experiments"))
+    import order_study
+
+    order_study.main(["--quick", "--out", str(tmp_path)])
+    text = (tmp_path / "order.md").read_text()
+    assert "## Reading (generated)" in text and "frontier" in text
+    assert (tmp_path / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+    rows = (tmp_path / "order.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 17 * 4  # header + 2 judges × 17 designs × 4 orders at N = 8
