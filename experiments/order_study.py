@@ -46,6 +46,11 @@ SWEEP_DESIGNS = (
     ("seeded_single_elim", "own"),
     ("anchor", "own"),
 )
+# The same judge calls as `both` spent on one order: votes = 2 in a single-order policy. In this
+# simulator each order of a comparison is an independent noisy draw, so `both` is also two votes;
+# this control separates what the second order buys by cancelling the bias from what it buys as
+# a second vote. (Added after the first run showed single-order designs losing mostly to noise.)
+SWEEP_VOTES2 = (("round_robin", "win_rate"), ("seeded_single_elim", "own"))
 METRICS = ("kendall_tau", "top1", "adv_corr")
 
 
@@ -55,9 +60,9 @@ def designs(n: int) -> list[tuple[str, str]]:
     return [(t, a) for t in AGGREGATED for a in aggs] + [(t, "own") for t in OWN_RULE]
 
 
-def spec(topology: str, aggregation: str, order: str) -> str:
+def spec(topology: str, aggregation: str, order: str, votes: int = 1) -> str:
     agg = "" if aggregation == "own" else f":aggregation={aggregation}"
-    return f"{topology}{agg}:order={order}"
+    return f"{topology}{agg}:order={order}" + (f":votes={votes}" if votes != 1 else "")
 
 
 def run_cell(design_specs: list[tuple], n: int, make_judge, seeds, groups: int, bar) -> dict:
@@ -167,6 +172,21 @@ def _key(r: dict) -> tuple:
     return (r["judge"], r["group_size"], r["topology"], r["aggregation"], r["order"])
 
 
+def by_design(rows: list[dict], judge: str, n: int) -> pd.DataFrame:
+    """τ ± its 95% CI half-width per design (rows) and order policy (columns), with the judge
+    calls of `both`."""
+    sub = pd.DataFrame([r for r in rows if r["judge"] == judge and r["group_size"] == n])
+    sub["cell"] = [
+        f"{t:.3f} ± {(h - lo) / 2:.3f}"
+        for t, lo, h in zip(sub.kendall_tau, sub.tau_lo, sub.tau_hi, strict=True)
+    ]
+    table = sub.pivot_table(
+        index=["topology", "aggregation"], columns="order", values="cell", aggfunc="first"
+    )
+    calls = sub[sub.order == "both"].set_index(["topology", "aggregation"])["judge_calls"]
+    return table[list(ORDERS)].assign(calls_both=calls.map("{:.0f}".format)).reset_index()
+
+
 def order_effect(rows: list[dict]) -> pd.DataFrame:
     """Mean over designs of Δτ vs both (paired per design), per judge, N and order policy."""
     df = pd.DataFrame([r for r in rows if r["order"] != "both"])
@@ -247,7 +267,11 @@ def main(argv=None) -> None:
 
     cells = [(j, n) for j in JUDGES for n in sizes]
     total = sum(len(designs(n)) * len(ORDERS) for _, n in cells) * len(seeds)
-    total += len(SWEEP_B0) * len(SWEEP_DESIGNS) * len(ORDERS) * len(seeds)
+    total += (
+        len(SWEEP_B0)
+        * (len(SWEEP_DESIGNS) * len(ORDERS) + len(SWEEP_VOTES2) * (len(ORDERS) - 1))
+        * len(seeds)
+    )
     bar = tqdm(total=total, desc="order study", unit="design×seed")
     per: dict = {}
     for judge, n in cells:
@@ -258,6 +282,12 @@ def main(argv=None) -> None:
     sweep_per: dict = {}
     for b0 in SWEEP_B0:
         ds = [((f"b0={b0}", 8, t, a, o), spec(t, a, o)) for t, a in SWEEP_DESIGNS for o in ORDERS]
+        ds += [
+            ((f"b0={b0}", 8, t, a, f"{o}, votes 2"), spec(t, a, o, votes=2))
+            for t, a in SWEEP_VOTES2
+            for o in ORDERS
+            if o != "both"
+        ]
         make = lambda s, b0=b0: judges.get("position_gap", position_bias=b0, seed=s)  # noqa: E731
         sweep_per.update(run_cell(ds, 8, make, seeds, groups, bar))
     bar.close()
@@ -302,6 +332,19 @@ def write_md(out: Path, rows, per, sweep, m, seeds, groups, minutes, args) -> No
         "",
         *reading(rows, per),
         "",
+        *[
+            line
+            for judge in JUDGES
+            for n in sorted({r["group_size"] for r in rows})
+            for line in (
+                "",
+                f"## Kendall τ ± 95% CI by design and order policy: {judge}, N = {n} "
+                "(single-order policies: half the calls of `both`)",
+                "",
+                reporting.md_table(by_design(rows, judge, n)),
+            )
+        ],
+        "",
         "## What halving the calls costs: Δτ of each single-order policy vs both, over designs",
         "",
         reporting.md_table(
@@ -318,6 +361,9 @@ def write_md(out: Path, rows, per, sweep, m, seeds, groups, minutes, args) -> No
         ),
         "",
         "## Bias-strength sweep (N = 8): Kendall τ [95% CI] by b0 (slot-A bias at zero gap)",
+        "",
+        "`position_gap` with b0 ∈ {0.05, 0.1 (the preset), 0.2, 0.3}, s = 0.15. `<order>, votes 2`: a "
+        "single-order policy with two votes per comparison — the judge calls of `both`.",
         "",
         reporting.md_table(
             sorted(sweep, key=lambda r: (r["topology"], r["order"], r["judge"])),
