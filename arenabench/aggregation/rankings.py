@@ -17,8 +17,10 @@ what they read from the same graph:
   RRC's CARA; exact DP for n ≤ 12), as win counts with unseparated neighbours pooled.
 
 On a complete graph with one comparison per pair (a round-robin, one vote) win rate, Copeland
-and Bradley-Terry give the same order (Copeland's score is the win count; Bradley-Terry's fit on
-a balanced complete graph is monotone in it): they can only differ on sparse or repeated graphs.
+and Bradley-Terry give the same order, ties included: Copeland's score is the win count w_i, and
+Bradley-Terry's stationarity condition reads g(θ_i) = w_i + ½ with g(t) = 2·l2·t + Σ_j σ(t − θ_j)
+(the sum over all j, σ(0) = ½ for j = i) — one increasing function for every i, so θ_i is
+increasing in w_i and equal wins give equal strengths. They differ on sparse or repeated graphs.
 """
 
 from __future__ import annotations
