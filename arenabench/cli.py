@@ -9,6 +9,7 @@ from pathlib import Path
 
 from arenabench import judges, rewards
 from arenabench.fidelity import FORMATS, format_rows, plot_frontier, run_fidelity
+from arenabench.order import ORDERS
 
 
 def _doc_line(obj) -> str:
@@ -57,6 +58,8 @@ def cmd_fidelity(args) -> int:
         n_groups=args.groups,
         judge=args.judge,
         seed=args.seed,
+        order=args.order,
+        diagnostics=args.diagnostics,
     )
     text = format_rows(rows, args.format)
     _emit(text, args.output)
@@ -125,6 +128,18 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--groups", "-G", type=int, default=500)
     f.add_argument("--judge", default="calibrated", help=f"judge preset: {', '.join(judges.presets())}")
     f.add_argument("--seed", type=int, default=0)
+    f.add_argument(
+        "--order",
+        choices=ORDERS,
+        help="slot-order policy for every constructor whose spec names none (default: each one's "
+        "own, i.e. both); the row's name gets :order=...",
+    )
+    f.add_argument(
+        "--diagnostics",
+        action="store_true",
+        help="add the judge's health over the row's comparisons: position consistency, tie, "
+        "cycle and failure rates",
+    )
     f.add_argument("--format", default="table", choices=FORMATS)
     f.add_argument("--output", "-o", help="write the table/json/csv here instead of stdout")
     f.add_argument("--plot", help="write the fidelity-vs-judge-calls frontier PNG here")

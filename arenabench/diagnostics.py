@@ -1,4 +1,5 @@
-"""Judge diagnostics: how much of a pointwise judge's spread is signal, how often a pairwise judge ties.
+"""Judge diagnostics: how much of a pointwise judge's spread is signal, how often a pairwise judge ties,
+and whether a step's comparisons can be trusted.
 
 σ_group is the mean in-group std of pointwise scores (what GRPO divides by); σ_noise is the
 std of re-judging the *same* trajectory (fresh judge samples). SNR = σ_group/σ_noise: when it
@@ -6,16 +7,121 @@ nears 1, GRPO's (r − μ)/σ mostly standardizes judge noise.
 
 :func:`tie_rate` measures how often a pairwise judge gives no decision: a judge on an integer
 rubric (the ``integer`` simulated preset) ties often, a continuous one almost never.
+
+:func:`comparison_health` reads the comparisons a constructor actually made (no extra judge
+call); the engine sums it over a step (``StepStats.health``) and :func:`health_metrics` turns
+that into the per-step metrics both trainers log and ``arenabench fidelity --diagnostics``
+reports: how often the verdict survives swapping the slots (position consistency), how often the
+judge ties, how often three judged trajectories form a cycle, and how often a request failed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from arenabench.types import Group, JudgeFailure, PairJudgment, PairRequest, PointRequest
+from arenabench.types import Group, JudgeFailure, MatchResult, PairJudgment, PairRequest, PointRequest
+
+
+@dataclass
+class ComparisonHealth:
+    """Counts over a set of comparisons (one group's, or a step's summed with ``+``).
+
+    * ``matches``: comparisons with a verdict (not failed); ``ties``: those of them with equal
+      summed scores (``MatchResult.winner`` is None).
+    * ``bidirectional``: comparisons answered in both slot orders; ``consistent``: those whose two
+      orders give the same verdict (the sign of score_i − score_j of each order's vote mean: i, a
+      tie, or j). Shi et al. (arXiv 2406.07791)'s position consistency.
+    * ``triangles``: triples of trajectories whose three pairs all have a strict verdict (a pair
+      compared more than once: the majority of its comparisons' verdicts; a tied pair makes no
+      edge); ``cyclic``: those of them that are intransitive (a beats b beats c beats a).
+    """
+
+    matches: int = 0
+    ties: int = 0
+    bidirectional: int = 0
+    consistent: int = 0
+    triangles: int = 0
+    cyclic: int = 0
+
+    def __add__(self, other: ComparisonHealth) -> ComparisonHealth:
+        return ComparisonHealth(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+
+def _verdict(pairs: list[tuple[float, float]]) -> int:
+    """+1 / 0 / −1: the sign of the mean score_i − score_j of one order's votes."""
+    return int(np.sign(sum(a - b for a, b in pairs)))
+
+
+def comparison_health(n: int, results: Sequence[MatchResult]) -> ComparisonHealth:
+    """:class:`ComparisonHealth` of one group's match results (indices < ``n``)."""
+    h = ComparisonHealth()
+    net = np.zeros((n, n))  # net[i, j]: verdicts for i over j minus against
+    for m in results:
+        if m.failed:
+            continue
+        h.matches += 1
+        w = m.winner
+        h.ties += w is None
+        if w is not None:
+            v = 1.0 if w == m.i else -1.0
+            net[m.i, m.j] += v
+            net[m.j, m.i] -= v
+        by_order = [[s for s, o in zip(m.samples, m.orders, strict=True) if o == k] for k in (0, 1)]
+        if by_order[0] and by_order[1]:
+            h.bidirectional += 1
+            h.consistent += _verdict(by_order[0]) == _verdict(by_order[1])
+    h.triangles, h.cyclic = triangles(net > 0)
+    return h
+
+
+def triangles(beats: np.ndarray) -> tuple[int, int]:
+    """(judged triangles, cyclic triangles) of a strict preference relation: ``beats[i, j]`` is
+    True when i is preferred to j (at most one of ``beats[i, j]``, ``beats[j, i]``). A triangle
+    is judged when all three of its pairs have a preference; it is cyclic when they form a
+    directed 3-cycle, counted once (trace(M³)/3; an undirected triangle is trace(D³)/6)."""
+    M = np.asarray(beats, dtype=np.int64)
+    D = M + M.T
+    return int(np.trace(D @ D @ D)) // 6, int(np.trace(M @ M @ M)) // 3
+
+
+HEALTH_METRICS = ("judge_consistency", "judge_tie_rate", "judge_cycle_rate", "judge_failure_rate")
+HEALTH_COUNTS = ("judge_bidirectional", "judge_matches", "judge_triangles")
+
+
+def health_rates(health: ComparisonHealth, failures: int, requests: int) -> dict[str, float]:
+    """The four rates (NaN where nothing was counted): position consistency (share of
+    comparisons answered in both orders whose orders agree), tie rate (share of answered
+    comparisons), cycle rate (share of judged triangles that are cyclic), failure rate (share of
+    the ``requests`` sent — retries not counted — that still ``failures``-ed after retries)."""
+
+    def share(a: int, b: int) -> float:
+        return a / b if b else math.nan
+
+    return {
+        "judge_consistency": share(health.consistent, health.bidirectional),
+        "judge_tie_rate": share(health.ties, health.matches),
+        "judge_cycle_rate": share(health.cyclic, health.triangles),
+        "judge_failure_rate": share(failures, requests),
+    }
+
+
+def health_metrics(stats) -> dict[str, float]:
+    """A step's judge diagnostics from its :class:`~arenabench.engine.StepStats`, for a tracker:
+    the rates of :func:`health_rates` logged as 0.0 where nothing was counted (a tracker drops
+    NaN, and a step metric is logged every step), next to the counts that tell such steps apart
+    (``judge_bidirectional`` = 0 under a single-order policy or a pointwise constructor)."""
+    h = stats.health
+    rates = health_rates(h, stats.failures, stats.judge_calls - stats.retries)
+    return {
+        **{k: 0.0 if math.isnan(v) else v for k, v in rates.items()},
+        "judge_bidirectional": float(h.bidirectional),
+        "judge_matches": float(h.matches),
+        "judge_triangles": float(h.triangles),
+    }
 
 
 def pointwise_snr(

@@ -3,7 +3,8 @@
 A constructor's ``play`` is a generator that yields a list of :class:`Match` /
 :class:`Score` requests and receives their results, so a topology reads like its paper's
 algorithm. The engine collects the requests of *all* groups of a step into one wave,
-expands each match into both orders × votes, drops duplicate requests, sends one batch
+expands each match into both orders × votes (or into the one order the constructor's order
+policy shows: ``arenabench/order.py``), drops duplicate requests, sends one batch
 per judge, retries failures (extra batches, not extra waves), and hands results back.
 Failures that survive the retry budget are counted per group and flagged, never turned
 silently into a tie; each constructor states how it treats a failed match.
@@ -53,6 +54,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from arenabench.asyncrun import run_coroutine
+from arenabench.diagnostics import ComparisonHealth, comparison_health
+from arenabench.order import Orienter
 from arenabench.types import (
     Accounting,
     ConstructorResult,
@@ -84,6 +87,9 @@ class StepStats:
     retries: int = 0
     failures: int = 0  # requests that still failed after the retry budget
     failure_reasons: dict[str, int] = field(default_factory=dict)
+    # what the judge's answers to the step's comparisons look like: position consistency, ties,
+    # cycles (counts over finished groups; ``arenabench.diagnostics``)
+    health: ComparisonHealth = field(default_factory=ComparisonHealth)
 
 
 @dataclass
@@ -160,12 +166,15 @@ class Engine:
 @dataclass
 class GroupRun:
     """One group whose constructor is still playing: its ``play`` generator, the asks of the
-    wave in flight, and what the group has cost so far."""
+    wave in flight (in the order policy's slot orders), what the group has cost so far, and its
+    match results so far (for the step's judge diagnostics)."""
 
     group: Group
     play: Play
+    orienter: Orienter
     asks: Asks = field(default_factory=list)
     cost: Accounting = field(default_factory=Accounting)
+    matches: list[MatchResult] = field(default_factory=list)
 
 
 class StepRun:
@@ -184,7 +193,8 @@ class StepRun:
         for g, group in enumerate(prepared):
             constructor.validate_group(group)
             rng = np.random.default_rng([engine.seed, step, g])
-            self.playing[g] = GroupRun(group, constructor.play(group, rng))
+            orienter = Orienter(getattr(constructor, "order", "both"), group, engine.seed)
+            self.playing[g] = GroupRun(group, constructor.play(group, rng), orienter)
             self.advance(g, None)
 
     def advance(self, g: int, replies: Replies | None) -> None:
@@ -194,11 +204,12 @@ class StepRun:
             asks = list(run.play.send(replies))
         except StopIteration as stop:
             self.results[g] = self.constructor.finalize(run.group, stop.value, run.cost)
+            self.stats.health += comparison_health(len(run.group.arena), run.matches)
             del self.playing[g]
             return
         if not asks:
             raise RuntimeError(f"{self.constructor.name} yielded an empty wave; return instead")
-        run.asks = asks
+        run.asks = run.orienter.orient(asks, run.cost.waves)
         run.cost.comparisons += sum(isinstance(a, Match) for a in asks)
 
     def send_wave(self) -> None:
@@ -406,6 +417,7 @@ def _group_replies(run: GroupRun, refs: list, pair_out: Sequence, point_out: Seq
         if isinstance(ask, Match):
             got = [(order, pair_out[idx]) for order, idx in r]
             replies.append(_match_result(ask, got))
+            run.matches.append(replies[-1])
             run.cost.failures += sum(rep is None for _, rep in got)
         else:
             got = [point_out[idx] for idx in r]
@@ -435,13 +447,13 @@ class _Batch:
 
 
 def _expand(ask, group: Group, g: int, pairs: _Batch, points: _Batch) -> list:
-    """Add an ask's judge requests to the wave's batches: a match is both orders × votes
+    """Add an ask's judge requests to the wave's batches: a match is its shown orders × votes
     (``(order, index)`` per request), a score is its votes (an index per request)."""
     trajs, pk = group.arena, group.key
     if isinstance(ask, Match):
-        orders = [(ask.i, ask.j)] + ([(ask.j, ask.i)] if ask.bidirectional else [])
         refs = []
-        for o, (x, y) in enumerate(orders):
+        for o in _shown(ask):
+            x, y = (ask.i, ask.j) if o == 0 else (ask.j, ask.i)
             for v in range(ask.votes):
                 req = PairRequest(group.prompt, trajs[x], trajs[y], v)
                 refs.append((o, pairs.add((pk, trajs[x].key, trajs[y].key, v), req, g)))
@@ -478,6 +490,11 @@ def _valid_point(x) -> str | None:
     return None if ok else "non-finite score"
 
 
+def _shown(ask: Match) -> tuple[int, ...]:
+    """The orders a match is judged in: 0 shows (i, j), 1 shows (j, i)."""
+    return (0, 1) if ask.first is None else (0,) if ask.first == ask.i else (1,)
+
+
 def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
     """A match's result from its (order, reply) pairs; a failed request (None) is left out."""
     per_order: list[list[tuple[float, float]]] = [[], []]
@@ -489,20 +506,31 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
         per_order[o].append((rep.score_a, rep.score_b) if o == 0 else (rep.score_b, rep.score_a))
         p = rep.prob_a
         probs[o].append(None if p is None else (p if o == 0 else 1.0 - p))
-    n_orders = 2 if ask.bidirectional else 1
-    done = [p for p in per_order[:n_orders] if p]
+    shown = _shown(ask)
+    done = [per_order[o] for o in shown if per_order[o]]
     samples = per_order[0] + per_order[1]
+    orders = [0] * len(per_order[0]) + [1] * len(per_order[1])
     if not done:
-        return MatchResult(ask.i, ask.j, math.nan, math.nan, failed=True, samples=samples)
-    # sum over orders of each order's vote mean; a missing order is made up by doubling
-    scale = n_orders / len(done)
+        return MatchResult(
+            ask.i,
+            ask.j,
+            math.nan,
+            math.nan,
+            failed=True,
+            samples=samples,
+            orders=orders,
+            one_order=len(shown) == 1,
+        )
+    # sum over both orders of each order's vote mean; a missing (failed or not shown) order is
+    # made up by doubling
+    scale = 2 / len(done)
     si = scale * sum(sum(a for a, _ in p) / len(p) for p in done)
     sj = scale * sum(sum(b for _, b in p) / len(p) for p in done)
-    partial = len(samples) < n_orders * ask.votes
+    partial = len(samples) < len(shown) * ask.votes
     flat = probs[0] + probs[1]
     prob_i = math.nan
     if flat and None not in flat:  # mean over orders of each order's mean P(i better)
-        prob_i = _mean([_mean(p) for p in probs[:n_orders] if p])
+        prob_i = _mean([_mean(probs[o]) for o in shown if probs[o]])
     return MatchResult(
         ask.i,
         ask.j,
@@ -512,6 +540,8 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
         samples=samples,
         probs=[p for p in flat if p is not None],
         prob_i=prob_i,
+        orders=orders,
+        one_order=len(shown) == 1,
     )
 
 

@@ -11,9 +11,10 @@ from tqdm.auto import tqdm
 
 from arenabench import judges, rewards
 from arenabench.advantages import standardize
-from arenabench.diagnostics import tie_rate
+from arenabench.diagnostics import HEALTH_METRICS, ComparisonHealth, health_rates, tie_rate
 from arenabench.engine import Engine
 from arenabench.metrics import kendall_tau_b, pearson, spearman
+from arenabench.rewards import Constructor
 from arenabench.sim import qualities, simulate_groups
 from arenabench.types import ConstructorResult, Group
 
@@ -32,6 +33,9 @@ COLUMNS = [
 # Per-group diagnostics some constructors report in ``extra["summary"]``; a row carries the
 # ones its constructor reports (mean over groups), other rows show them as empty.
 SUMMARY_COLUMNS = ["routed", "zero_adv_before", "prob_extreme", "cyclic", "reference_rollouts"]
+# With ``diagnostics``: the judge's health over every comparison of the row (issue 18):
+# position consistency, tie, cycle and failure rates (``arenabench.diagnostics.health_rates``).
+HEALTH_COLUMNS = list(HEALTH_METRICS)
 FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -51,6 +55,29 @@ def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
     }
 
 
+def evaluate(
+    constructor: Constructor, groups: Sequence[Group], judge, seed: int = 0, chunk: int = 64, on_chunk=None
+) -> tuple[pd.DataFrame, tuple[ComparisonHealth, int, int]]:
+    """One constructor on ``groups``, ``chunk`` at a time (like K prompts of a training step)
+    through one engine: a row of :func:`group_metrics` and costs per group, and the judge's
+    health over all of them as ``(ComparisonHealth, failed requests, requests sent)`` — the
+    arguments of :func:`arenabench.diagnostics.health_rates`, which add up over calls.
+    ``on_chunk()`` is called after each chunk (a progress bar)."""
+    engine = Engine(judge, seed=seed)
+    per_group: list[dict] = []
+    health, failures, sent = ComparisonHealth(), 0, 0
+    for step, k in enumerate(range(0, len(groups), chunk)):
+        part = groups[k : k + chunk]
+        out = engine.run(constructor, part, step=step)
+        per_group += [_row(r, g) for r, g in zip(out.results, part, strict=True)]
+        health += out.stats.health
+        failures += out.stats.failures
+        sent += out.stats.judge_calls - out.stats.retries
+        if on_chunk is not None:
+            on_chunk()
+    return pd.DataFrame(per_group), (health, failures, sent)
+
+
 def run_fidelity(
     constructors: Sequence[str] | None = None,
     group_size: int = 8,
@@ -59,10 +86,15 @@ def run_fidelity(
     seed: int = 0,
     chunk: int = 64,
     progress: bool = True,
+    order: str | None = None,
+    diagnostics: bool = False,
 ) -> list[dict]:
     """One row per constructor (a name or a ``name:key=value`` spec). Groups are run ``chunk``
-    at a time (like K prompts of a training step), all in lockstep through one engine."""
+    at a time (like K prompts of a training step), all in lockstep through one engine.
+    ``order``: the slot-order policy for every spec that names none (``rewards.with_order``;
+    the row's name says it). ``diagnostics``: add :data:`HEALTH_COLUMNS` to every row."""
     names = list(constructors) if constructors else rewards.names()
+    names = [rewards.with_order(n, order) for n in names]
     built = [rewards.from_spec(n) for n in names]  # fail fast on a bad name or parameter
     if group_size < 1:
         raise ValueError(f"group size must be >= 1 (N >= 1); got {group_size}")
@@ -70,26 +102,20 @@ def run_fidelity(
         raise ValueError(f"groups must be >= 1; got {n_groups}")
     the_judge = judges.get(judge, seed=seed)
     groups = simulate_groups(n_groups, group_size, seed=seed)
-    chunks = [groups[k : k + chunk] for k in range(0, len(groups), chunk)]
+    n_chunks = -(-len(groups) // chunk)
     rows = []
     bar = (
-        tqdm(total=len(names) * len(chunks), desc=f"fidelity N={group_size}", unit="chunk")
-        if progress
-        else None
+        tqdm(total=len(names) * n_chunks, desc=f"fidelity N={group_size}", unit="chunk") if progress else None
     )
     for name, cons in zip(names, built, strict=True):
-        engine = Engine(the_judge, seed=seed)
-        per_group: list[dict] = []
-        for step, part in enumerate(chunks):
-            out = engine.run(cons, part, step=step)
-            per_group += [_row(r, g) for r, g in zip(out.results, part, strict=True)]
-            if bar is not None:
-                bar.update(1)
-        df = pd.DataFrame(per_group)
-        rows.append({"constructor": name, "group_size": group_size, **df.mean().to_dict()})
+        df, health = evaluate(cons, groups, the_judge, seed, chunk, bar.update if bar is not None else None)
+        rows.append(
+            {"constructor": name, "group_size": group_size, **df.mean().to_dict(), **health_rates(*health)}
+        )
     if bar is not None:
         bar.close()
-    return [{k: row[k] for k in COLUMNS + SUMMARY_COLUMNS if k in row} for row in rows]
+    keep = COLUMNS + SUMMARY_COLUMNS + (HEALTH_COLUMNS if diagnostics else [])
+    return [{k: row[k] for k in keep if k in row} for row in rows]
 
 
 def judge_tie_rate(
@@ -122,8 +148,8 @@ def _row(res: ConstructorResult, group: Group) -> dict:
 
 
 def columns(rows: list[dict]) -> list[str]:
-    """COLUMNS, then the summary columns any row has."""
-    return COLUMNS + [c for c in SUMMARY_COLUMNS if any(c in r for r in rows)]
+    """COLUMNS, then the summary and health columns any row has."""
+    return COLUMNS + [c for c in SUMMARY_COLUMNS + HEALTH_COLUMNS if any(c in r for r in rows)]
 
 
 def format_rows(rows: list[dict], fmt: str = "table") -> str:

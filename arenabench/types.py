@@ -74,13 +74,24 @@ class Group:
 class Match:
     """A pairwise comparison of trajectories ``i`` and ``j`` of one group.
 
-    The engine expands it into both orders (A=i,B=j and A=j,B=i) times ``votes`` samples.
+    The engine expands it into both orders (A=i,B=j and A=j,B=i) times ``votes`` samples, or,
+    when ``first`` is ``i`` or ``j``, into that one order (``first`` in slot A) times ``votes``.
+    Constructors ask with ``first=None``; the engine sets it from the constructor's order policy
+    (``arenabench/order.py``).
     """
 
     i: int
     j: int
     votes: int = 1
-    bidirectional: bool = True
+    first: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.first is not None and self.first not in (self.i, self.j):
+            raise ValueError(f"Match.first must be None, i or j; got {self.first} for ({self.i}, {self.j})")
+
+    @property
+    def bidirectional(self) -> bool:
+        return self.first is None
 
 
 @dataclass(frozen=True)
@@ -97,9 +108,11 @@ class MatchResult:
 
     ``score_i``/``score_j`` are the two orders' scores *summed* (ArenaRL's bidirectional
     protocol), each order averaged over its successful votes. If one order failed entirely
-    the other is doubled so the scale stays comparable (``partial``); if every request
-    failed the scores are NaN and ``failed`` is set. ``samples`` holds every successful
-    per-request (score_i, score_j) for voting constructors.
+    the other is doubled so the scale stays comparable (``partial``); a match shown in one
+    order only (an order policy other than ``both``) is doubled the same way, without the
+    flag (``one_order`` says so). If every request failed the scores are NaN and ``failed`` is
+    set. ``samples`` holds every successful per-request (score_i, score_j) for voting
+    constructors, and ``orders`` the order each came from (0: i shown first, 1: j shown first).
     """
 
     i: int
@@ -113,6 +126,8 @@ class MatchResult:
     # mean over orders; NaN when the judge reports no probabilities.
     probs: list[float] = field(default_factory=list)
     prob_i: float = math.nan
+    orders: list[int] = field(default_factory=list)
+    one_order: bool = False  # shown in one slot order only (Match.first set by an order policy)
 
     @property
     def winner(self) -> int | None:

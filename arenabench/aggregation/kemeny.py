@@ -55,6 +55,26 @@ def order_wins(order) -> np.ndarray:
     return wins
 
 
+def pool_unsupported(wins: np.ndarray, order, W: np.ndarray) -> np.ndarray:
+    """A Kemeny order's win counts (``order_wins``), with every run of neighbours in ``order``
+    that no evidence separates (equal weight both ways and equal Borda counts ``W.sum(1)``)
+    sharing its mean: such neighbours were put in order by index alone (no information, no
+    advantage). CARA uses it, and so does the ``kemeny`` aggregation."""
+    out = np.asarray(wins, dtype=float).copy()
+    order = [int(x) for x in order]
+    borda = W.sum(1)
+    run = [order[0]] if order else []
+    for a, b in zip(order, order[1:], strict=False):
+        if W[a, b] == W[b, a] and borda[a] == borda[b]:
+            run.append(b)
+            continue
+        out[run] = out[run].mean()
+        run = [b]
+    if run:
+        out[run] = out[run].mean()
+    return out
+
+
 def kemeny_exact(W) -> tuple[np.ndarray, float]:
     """Minimum-disagreement order by subset DP, the ground truth the heuristic is measured against.
 

@@ -35,9 +35,8 @@ def names() -> list[str]:
     return REGISTRY.names()
 
 
-def from_spec(spec: str) -> Constructor:
-    """``"name"`` or ``"name:key=value:key=value"`` (values parsed as YAML), e.g.
-    ``rrc_scr:cara=true`` — how the CLI and the fidelity study name a configured variant."""
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"name:key=value:..."`` → (name, params), values parsed as YAML."""
     import yaml
 
     name, *parts = spec.strip().split(":")
@@ -47,7 +46,33 @@ def from_spec(spec: str) -> Constructor:
         if not sep or not key.strip():
             raise ValueError(f"bad constructor spec {spec!r}: write name:key=value[:key=value...]")
         params[key.strip()] = yaml.safe_load(value)
-    return REGISTRY.get(name.strip(), **params)
+    return name.strip(), params
 
 
-__all__ = ["Constructor", "Outcome", "REGISTRY", "build", "from_spec", "get", "names", "register"]
+def from_spec(spec: str) -> Constructor:
+    """``"name"`` or ``"name:key=value:key=value"`` (values parsed as YAML), e.g.
+    ``rrc_scr:cara=true`` — how the CLI and the fidelity study name a configured variant."""
+    name, params = parse_spec(spec)
+    return REGISTRY.get(name, **params)
+
+
+def with_order(spec: str, order: str | None) -> str:
+    """``spec`` shown in slot-order policy ``order`` (``:order=...`` appended) unless it names
+    its own order or ``order`` is None — how ``arenabench fidelity --order`` applies a policy."""
+    if order is None or "order" in parse_spec(spec)[1]:
+        return spec
+    return f"{spec}:order={order}"
+
+
+__all__ = [
+    "Constructor",
+    "Outcome",
+    "REGISTRY",
+    "build",
+    "from_spec",
+    "get",
+    "names",
+    "parse_spec",
+    "register",
+    "with_order",
+]

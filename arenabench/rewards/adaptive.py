@@ -22,6 +22,8 @@ class Adaptive(Constructor):
     (any registered constructor, built with ``tournament_params``). ``extra["summary"]``
     records ``routed`` and ``zero_adv_before`` per group; :func:`routing_report` sums them.
     ``votes``/``ddof`` of this wrapper apply to the verifier path; the tournament has its own.
+    ``order`` (the slot-order policy) is this wrapper's and applies to the tournament's matches
+    (the engine reads it from the constructor it runs); ``tournament_params`` cannot set it.
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal verifier rewards carry none and are routed to the
@@ -39,6 +41,11 @@ class Adaptive(Constructor):
         super().__post_init__()
         if self.tournament == self.name:
             raise ValueError("adaptive cannot route to itself; pick a tournament constructor")
+        if "order" in self.tournament_params:
+            raise ValueError(
+                "adaptive: set order on adaptive itself (it orders the tournament's matches), "
+                "not in tournament_params"
+            )
         self._verify = verifiers.get(self.verifier)
         self._inner = REGISTRY.get(self.tournament, **dict(self.tournament_params))
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from arenabench.advantages import rank_rewards, ranks_from_keys, standardize
+from arenabench.order import check_order
 from arenabench.registry import Registry
 from arenabench.rewards.failures import failure_flags, split_failures  # noqa: F401 (failure_flags: re-exported)
 from arenabench.types import (
@@ -46,7 +47,9 @@ class Constructor:
     Subclasses are dataclasses whose fields are their parameters (so they pickle, and
     ``rewards.get(name, **params)`` can name the valid ones). ``votes`` is the number of
     judge samples per order of a comparison; ``ddof`` picks the std of the group
-    standardization (0 = population, the project default).
+    standardization (0 = population, the project default); ``order`` is the order policy the
+    engine shows each comparison in (``both``, ``random``, ``balanced``, ``fixed``:
+    ``arenabench/order.py``; all but ``both`` cost half the judge calls).
     """
 
     name: ClassVar[str] = "?"
@@ -54,6 +57,8 @@ class Constructor:
 
     votes: int = 1
     ddof: int = 0
+    # keyword-only, so it sits after each subclass's own parameters in their signatures
+    order: str = field(default="both", kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.votes, int) or self.votes < 1:
@@ -62,6 +67,7 @@ class Constructor:
             raise ValueError(
                 f"{self.name}: ddof must be 0 (population std) or 1 (sample std); got {self.ddof!r}"
             )
+        check_order(self.order, self.name)
 
     # -- to implement ------------------------------------------------------------------------
 
@@ -147,6 +153,16 @@ def trivial_outcome(group: Group, why: str) -> Outcome:
 
 REGISTRY: Registry[Constructor] = Registry("reward constructor")
 register = REGISTRY.register
+
+
+def match_verdicts(results: list[MatchResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The comparison graph of the matches that produced a verdict, in the order played: arrays
+    (i, j, o) with o = 1 if i won, ½ a tie, 0 if j won (``aggregation.rankings``' input)."""
+    ok = split_failures(results)[0]
+    i = np.array([m.i for m in ok], dtype=int)
+    j = np.array([m.j for m in ok], dtype=int)
+    o = np.array([0.5 if m.winner is None else float(m.winner == m.i) for m in ok], dtype=float)
+    return i, j, o
 
 
 def mean_scores(n: int, results: list[MatchResult]) -> np.ndarray:

@@ -26,16 +26,21 @@ def observations(
     results: list[MatchResult], gamma: float, probs: bool = False
 ) -> tuple[list[Observation], int, int]:
     """An observation per successful sample, the failed matches, and with ``probs`` the matches
-    without probabilities that fell back to soft verdicts."""
+    without probabilities that fell back to soft verdicts. A match shown in one slot order only
+    (``one_order``: an order policy other than ``both``) counts each sample twice, as
+    :class:`~arenabench.types.MatchResult` doubles its scores: the L2 prior weighs against a
+    comparison's evidence the same whichever order policy asked it (else a single-order policy
+    would also shrink every strength, and on a sparse graph reorder them, with a noiseless judge)."""
     obs: list[Observation] = []
     fallback = 0
     ok, failed = split_failures(results)
     for m in ok:
+        copies = 2 if m.one_order else 1
         if probs and m.probs:
-            obs += [(m.i, m.j, float(p)) for p in m.probs]
+            obs += [(m.i, m.j, float(p)) for p in m.probs] * copies
             continue
         fallback += probs
-        obs += [(m.i, m.j, float(soft_outcome(np.sign(a - b), gamma))) for a, b in m.samples]
+        obs += [(m.i, m.j, float(soft_outcome(np.sign(a - b), gamma))) for a, b in m.samples] * copies
     return obs, failed, fallback
 
 

@@ -5,10 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
-import numpy as np
-
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.aggregation import aggregate, check_aggregation
+from arenabench.rewards.base import (
+    Constructor,
+    Outcome,
+    match_verdicts,
+    mean_scores,
+    register,
+    trivial_outcome,
+)
 from arenabench.rewards.failures import failure_flags, split_failures
 
 
@@ -23,27 +29,32 @@ class RoundRobin(Constructor):
     by mean bidirectional score. A failed match is left out of both players' denominators
     (flagged); a player with no decided match is unranked.
 
+    ``aggregation`` replaces the win rate by another rule over the same match verdicts
+    (``copeland``, ``elo``, ``bradley_terry``, ``kemeny``, ``kemeny_exact``:
+    ``arenabench/aggregation/rankings.py``), ties still broken by mean bidirectional score.
+
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Every pair is played, so nothing here rests on a coin, seed or index:
     all ties give every player rate ½ and all failures leave everyone unranked (advantage 0).
+    Every aggregation gives all-tied players equal scores (Kemeny pools neighbours no evidence
+    separates).
     """
+
+    aggregation: str = "win_rate"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_aggregation(self.aggregation, self.name)
 
     def play(self, group, rng):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
         n = len(group)
         results = yield [self.match(i, j) for i, j in combinations(range(n), 2)]
-        wins = np.zeros(n)
-        decided = np.zeros(n)
-        ok, failed = split_failures(results)
-        for m in ok:
-            decided[[m.i, m.j]] += 1
-            if (w := m.winner) is not None:
-                wins[w] += 1
-            else:  # a tie: half a win each
-                wins[[m.i, m.j]] += 0.5
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(decided > 0, wins / np.maximum(decided, 1), np.nan)
-        rank = ranks_from_keys(rate, mean_scores(n, results))
-        flags = failure_flags(failed)
-        return Outcome(rank=rank, flags=flags, extra={"win_rate": rate})
+        i, j, o = match_verdicts(results)
+        rate = aggregate("win_rate", n, i, j, o)
+        key = rate if self.aggregation == "win_rate" else aggregate(self.aggregation, n, i, j, o)
+        rank = ranks_from_keys(key, mean_scores(n, results))
+        flags = failure_flags(split_failures(results)[1])
+        extra = {"win_rate": rate} if key is rate else {"win_rate": rate, self.aggregation: key}
+        return Outcome(rank=rank, flags=flags, extra=extra)

@@ -14,7 +14,8 @@ from itertools import combinations
 
 import numpy as np
 
-from arenabench.aggregation import kemeny_greedy, order_wins
+from arenabench.aggregation import kemeny_greedy, order_wins, pool_unsupported
+from arenabench.diagnostics import triangles
 from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.failures import failure_flags, split_failures
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
@@ -52,28 +53,9 @@ def tally(size: int, results) -> tuple[np.ndarray, np.ndarray, int]:
     return W, wins, failed
 
 
-def pool_unsupported(wins: np.ndarray, order, W: np.ndarray) -> np.ndarray:
-    """CARA's win counts, with every run of neighbours in the Kemeny ``order`` that no evidence
-    separates (equal votes both ways and equal Borda counts ``W.sum(1)``) sharing its mean."""
-    out = np.asarray(wins, dtype=float).copy()
-    order = [int(x) for x in order]
-    borda = W.sum(1)
-    run = [order[0]] if order else []
-    for a, b in zip(order, order[1:], strict=False):
-        if W[a, b] == W[b, a] and borda[a] == borda[b]:
-            run.append(b)
-            continue
-        out[run] = out[run].mean()
-        run = [b]
-    if run:
-        out[run] = out[run].mean()
-    return out
-
-
 def three_cycles(W: np.ndarray) -> int:
-    """Directed 3-cycles of the strict-majority graph (trace(M³)/3): intransitive triples."""
-    M = (W > W.T).astype(np.int64)
-    return int(np.trace(M @ M @ M)) // 3
+    """Directed 3-cycles of the strict-majority graph: intransitive triples."""
+    return triangles(W > W.T)[1]
 
 
 def _check_alpha(c) -> None:

@@ -9,7 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.rewards.base import Constructor, Outcome, mean_scores, register, trivial_outcome
+from arenabench.aggregation import aggregate, check_aggregation
+from arenabench.rewards.base import (
+    Constructor,
+    Outcome,
+    match_verdicts,
+    mean_scores,
+    register,
+    trivial_outcome,
+)
 from arenabench.rewards.failures import split_failures
 
 
@@ -46,12 +54,18 @@ class Swiss(Constructor):
     in the paper. With every match decided and no bye (even N) the rate, Buchholz and ranks are
     the paper's points and Buchholz up to a common factor; a judge that ties or fails every
     call gives every player the same rate (or none) and zero advantage.
+
+    ``aggregation`` other than ``win_rate`` ranks by that rule over all decided matches in the
+    order played (``arenabench/aggregation/rankings.py``), then by mean match score; the
+    pairing still follows points.
     """
 
     rounds: int | None = None
+    aggregation: str = "win_rate"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_aggregation(self.aggregation, self.name)
         if self.rounds is not None and (not isinstance(self.rounds, int) or self.rounds < 1):
             raise ValueError(f"swiss: rounds must be None or an integer >= 1; got {self.rounds!r}")
 
@@ -100,7 +114,12 @@ class Swiss(Constructor):
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = np.where(games > 0, earned / np.maximum(games, 1), np.nan)
         buchholz = np.array([np.mean(rate[o]) if o else np.nan for o in decided_opps])
-        rank = ranks_from_keys(rate, buchholz, mean_scores(n, history))
+        if self.aggregation == "win_rate":
+            rank = ranks_from_keys(rate, buchholz, mean_scores(n, history))
+        else:
+            rank = ranks_from_keys(
+                aggregate(self.aggregation, n, *match_verdicts(history)), mean_scores(n, history)
+            )
         return Outcome(
             rank=rank,
             flags=[f"{k}:{v}" for k, v in flags.items()],

@@ -102,3 +102,33 @@ def test_bad_preset_and_model_name_the_choices():
 def test_missing_quality_is_a_clear_error():
     with pytest.raises(KeyError, match="meta\\['quality'\\]"):
         judges.get("calibrated").score_points([PointRequest("p", Trajectory("x", "t", 1))])
+
+
+def test_gap_dependent_position_bias_is_b0_exp_minus_gap_over_s():
+    """Noiseless, so the scores show the bias exactly: slot A's latent quality gets
+    b0·exp(−|Δ|/s), slot B's nothing, whichever side is better."""
+    b0, s = 0.1, 0.15
+    j = judges.get("noiseless", position_bias=b0, position_gap_scale=s)
+    for qa, qb in ((1.0, 1.0), (1.0, 1.3), (1.3, 1.0), (0.0, 2.0)):
+        r = j.judge_pairs([PairRequest("p", traj(qa, 1), traj(qb, 2))])[0]
+        bias = b0 * np.exp(-abs(qa - qb) / s)
+        assert r.score_a == pytest.approx(10 / (1 + np.exp(-(qa + bias))), rel=1e-12)
+        assert r.score_b == pytest.approx(10 / (1 + np.exp(-qb)), rel=1e-12)
+
+
+def test_position_gap_preset_slot_a_wins_three_in_four_at_zero_gap_and_fades():
+    """At Δ = 0 slot A wins with P = Φ(b0/σ) = Φ(2/3) = 0.748; at Δ = 0.6 (4 s) the bias is
+    e^-4 of b0, and the win rate of the worse side in slot A is the unbiased Φ(−0.6/0.15)."""
+    j = judges.get("position_gap", length_bias=0.0)
+    m = 20000
+    for delta, expected in ((0.0, norm.cdf(0.1 / 0.15)), (-0.6, norm.cdf((-0.6 + 0.1 * np.exp(-4)) / 0.15))):
+        res = j.judge_pairs(
+            [PairRequest("p", traj(1.0 + delta, 1), traj(1.0, 2), sample=k) for k in range(m)]
+        )
+        p = np.mean([r.score_a > r.score_b for r in res])
+        assert p == pytest.approx(expected, abs=4 * np.sqrt(0.25 / m))
+
+
+def test_position_gap_scale_must_be_positive():
+    with pytest.raises(ValueError, match="position_gap_scale must be None"):
+        judges.get("calibrated", position_gap_scale=0.0)

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from arenabench import judges, rewards
 from arenabench.advantages import mask_unreliable
-from arenabench.diagnostics import pointwise_snr
+from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics, pointwise_snr
 from arenabench.engine import Engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.trainers.local.config import RunConfig
@@ -63,6 +63,11 @@ STEP_METRICS = (
     "judge_latency_p90",
     "wall_time",
     *EXTRA_STEP_METRICS,  # entropy, distinct_share, adv_oracle_{pearson,kendall,groups}: step_metrics.py
+    # the judge's health on this step's comparisons (diagnostics.health_metrics): position
+    # consistency, tie, cycle and failure rates (0.0 when nothing was counted), and the counts
+    # behind the first three (judge_bidirectional, judge_matches, judge_triangles)
+    *HEALTH_METRICS,
+    *HEALTH_COUNTS,
 )
 # judge_calls / judge_failures / judge_retries are cumulative (engine requests, retries
 # included); cache_*, judge_*_tokens and judge_latency_* are this step's. With fault injection
@@ -218,6 +223,7 @@ def train(
             **stack.step_metrics(),
             "wall_time": time.perf_counter() - t_start,
             **step_extras(groups, [r.advantage for r in out.results], entropy),
+            **health_metrics(out.stats),
         }
         every = rc.eval_every
         if every and (step % every == 0 or step == steps - 1):

@@ -32,7 +32,9 @@ of its judge requests failed after the engine's retries — returns ``None`` for
 NaN, advantage 0, excluded from its reward statistics), as does a member the constructor left
 unranked (NaN rank; the engine gives it advantage 0). Never a fabricated tie. Counts go to TRL's
 logs through the ``log_metric`` hook TRL hands reward functions (``arena/*``, averaged over each
-logging window like TRL's own metrics; ``*_total`` are cumulative).
+logging window like TRL's own metrics; ``*_total`` are cumulative), among them the judge's health
+on the call's comparisons (``arena/judge_consistency``, ``_tie_rate``, ``_cycle_rate``,
+``_failure_rate`` and their counts: :func:`arenabench.diagnostics.health_metrics`).
 
 Async: ``__call__`` is a coroutine (TRL 1.16 gathers async reward functions on its own event-loop
 thread, ``GRPOTrainer.async_loop``); the engine — whose LLM judges block on network or GPU I/O —
@@ -59,6 +61,7 @@ import numpy as np
 
 from arenabench import rewards
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
+from arenabench.diagnostics import health_metrics
 from arenabench.engine import Engine, StepStats
 from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
@@ -367,6 +370,7 @@ class ArenaReward:
             q = [t.meta["quality"] for g in groups for t in g.trajectories]
             metrics["arena/true_quality"] = float(np.mean(q))
         metrics.update({f"arena/{k}": float(v) for k, v in stack_metrics.items()})
+        metrics.update({f"arena/{k}": v for k, v in health_metrics(out.stats).items()})
         call = RewardCall(step, groups, list(out.results), out.stats, values, masked, metrics)
         self.history.append(call)
         del self.history[: -self.keep_history]

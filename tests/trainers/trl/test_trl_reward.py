@@ -236,3 +236,19 @@ def test_anchor_none_refuses_anchor_constructors():
     assert not math.isnan(
         ArenaReward("round_robin", num_generations=4, anchor="none").score(prompts, completions)[0]
     )
+
+
+def test_judge_health_reaches_log_metric():
+    """Position consistency, tie, cycle and failure rates of the call's comparisons (issue 18),
+    as ``diagnostics.health_metrics`` computes them from the engine's step stats."""
+    from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics
+
+    prompts, completions, answers = batch(k=2, g=4)
+    reward = ArenaReward("round_robin", {"kind": "simulated"}, num_generations=4)
+    log = Log()
+    reward.score(prompts, completions, ground_truth=answers, log_metric=log.metric)
+    expected = health_metrics(reward.history[-1].stats)
+    for key in (*HEALTH_METRICS, *HEALTH_COUNTS):
+        assert log.metrics[f"arena/{key}"] == [expected[key]], key
+    assert expected["judge_matches"] == expected["judge_bidirectional"] > 0  # 2 groups × 6 pairs, both orders
+    assert 0.0 <= expected["judge_consistency"] <= 1.0 and expected["judge_failure_rate"] == 0.0
