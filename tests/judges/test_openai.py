@@ -76,10 +76,16 @@ class FakeServer:
             self.auth.append(h.headers.get("Authorization"))
             self.bodies.append(body)
             self.paths.append(h.path)
+        done = False
         try:
             time.sleep(self.delay)
             status, payload = self.answer(body, n)
             raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            # no longer in flight once the reply can reach the client: decremented after the
+            # write, the client's next request (its slot freed) could be counted first
+            with self.lock:
+                self.inflight -= 1
+            done = True
             h.send_response(status)
             h.send_header("Content-Type", "application/json")
             h.send_header("Content-Length", str(len(raw)))
@@ -88,8 +94,9 @@ class FakeServer:
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
             pass
         finally:
-            with self.lock:
-                self.inflight -= 1
+            if not done:
+                with self.lock:
+                    self.inflight -= 1
 
     def answer(self, body, n):
         mode = self.mode
