@@ -14,6 +14,10 @@ the command-line overrides, and hands the config to verl's ``main`` unchanged ot
 ``reward=X`` would silently replace verl's reward section. Everything else is a normal hydra
 override of verl's keys (``+key=value`` to add one).
 
+``trainer.device=cpu`` runs the same config on the host CPU (verl on a laptop): the launcher adds
+the overrides and env of :mod:`arenabench.trainers.verl.cpu` (a CPU platform, FSDP2, the ``hf``
+rollout backend), verl 0.9.1 only.
+
 Before starting verl it (1) puts ``arenabench.trainers.verl.advantage`` into
 ``VERL_USE_EXTERNAL_MODULES`` so every Ray worker registers the ``arenabench`` advantage
 estimator, and (2) when ``trainer.logger`` holds ``mlflow``, opens the MLflow run itself — in the
@@ -85,7 +89,21 @@ def translate(overrides: Sequence[str]) -> list[str]:
 
 
 def compose(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
-    """The full verl config for ``conf/verl/<config_name>.yaml`` plus ``overrides``."""
+    """The full verl config for ``conf/verl/<config_name>.yaml`` plus ``overrides``; with
+    ``trainer.device=cpu``, the CPU mode's overrides go first (the user's win)."""
+    cfg = _compose(config_name, overrides)
+    if is_cpu(cfg):
+        from arenabench.trainers.verl import cpu
+
+        cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides])
+    return cfg
+
+
+def is_cpu(cfg: DictConfig) -> bool:
+    return str(cfg.trainer.get("device", "cuda")) == "cpu"
+
+
+def _compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -213,11 +231,17 @@ def end_mlflow_run(uri: str, run_id: str, status: str) -> None:
 
 
 def worker_env(cfg: DictConfig, extra: dict[str, str]) -> dict[str, str]:
-    """Env vars every Ray worker needs: our advantage module, plus ``extra`` (MLflow)."""
+    """Env vars every Ray worker needs: our advantage module, the CPU mode's platform plugin
+    (``trainer.device=cpu``), plus ``extra`` (MLflow)."""
     mods = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     if ADV_MODULE not in mods:
         mods.append(ADV_MODULE)
-    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(mods), **extra}
+    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(mods)}
+    if is_cpu(cfg):
+        from arenabench.trainers.verl import cpu
+
+        env.update(cpu.env(env["VERL_USE_EXTERNAL_MODULES"]))
+    env.update(extra)
     with open_dict(cfg):
         runtime = cfg.ray_kwargs.ray_init.runtime_env
         if runtime.get("env_vars") is None:
@@ -240,6 +264,20 @@ def verl_validate(cfg: DictConfig) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def _use_cpu_platform() -> None:
+    """Register the CPU plugin in this (driver) process and make it verl's platform here, even if
+    verl resolved another one earlier in the process (e.g. an earlier import under pytest)."""
+    import importlib
+
+    from arenabench.trainers.verl import cpu
+
+    plugin = importlib.import_module(cpu.PLUGIN_MODULE)
+    from verl.plugin.platform import platform_manager
+
+    if platform_manager.get_platform().device_name != "cpu":
+        platform_manager.set_platform(plugin.PlatformCPU())
 
 
 def _print_config(cfg: DictConfig, out) -> None:
@@ -289,6 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("arenabench-verl: " + "\n  ".join(["config problems:", *problems]), file=sys.stderr)
         return 2
 
+    if is_cpu(cfg):
+        os.environ.update(worker_env(cfg, {}))  # before verl is imported here: VERL_PLATFORM
+        _use_cpu_platform()
     import arenabench.trainers.verl.advantage  # noqa: F401  (registers the estimator in this process)
 
     loggers = cfg.trainer.logger
@@ -310,6 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
         status = "FINISHED"
     finally:
+        import ray
+
+        if ray.is_initialized():  # verl's run_ppo starts a local cluster and leaves it running
+            ray.shutdown()
         if mlflow_run is not None:
             end_mlflow_run(*mlflow_run, status)
         print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)
