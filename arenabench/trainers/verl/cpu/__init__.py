@@ -24,6 +24,8 @@ OVERRIDES = (
     "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
     "actor_rollout_ref.rollout.data_parallel_size=1",
     "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
+    # verl's single-turn loop, each request keyed by its session: reruns reproduce every rollout
+    "actor_rollout_ref.rollout.agent.default_agent_loop=hf_single_turn_agent",
     # the rollout's log-probs, so verl logs training/rollout_probs_diff_* (the weight-sync check)
     "actor_rollout_ref.rollout.calculate_log_probs=true",
     # FSDP1 hard-codes sync_module_states=True (a GPU broadcast); FSDP2 runs on gloo

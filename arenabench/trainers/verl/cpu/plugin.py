@@ -13,7 +13,8 @@ asks for the platform, because the launcher lists it in ``VERL_USE_EXTERNAL_MODU
   which ``torch.cpu`` lacks;
 * verl's FSDP engines (actor/ref and critic classes, unchanged) for device ``cpu``
   (``EngineRegistry``; FSDP2 only — FSDP1 hard-codes ``sync_module_states=True``, a GPU op);
-* the ``hf`` rollout backend (:mod:`.rollout`) in verl's rollout and replica registries.
+* the ``hf`` rollout backend (:mod:`.rollout`) in verl's rollout and replica registries, and
+  its agent loop ``hf_single_turn_agent`` (verl's single-turn loop, requests keyed by session).
 
 Two calls verl makes cannot work on a CPU and have no extension point; each is narrowed here:
 
@@ -42,6 +43,8 @@ from verl.plugin.platform.platform_base import PlatformBase  # noqa: E402
 from verl.plugin.platform.platform_manager import PlatformRegistry  # noqa: E402
 
 NAME = "cpu"
+ROLLOUT_MODULE = "arenabench.trainers.verl.cpu.rollout"
+AGENT_LOOP = "hf_single_turn_agent"
 
 
 class _CPUDevice:
@@ -218,7 +221,7 @@ def _register_rollout() -> None:
     from verl.workers.rollout import base as rollout_base
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-    rollout_base._ROLLOUT_REGISTRY[("hf", "async")] = "arenabench.trainers.verl.cpu.rollout.HFServerAdapter"
+    rollout_base._ROLLOUT_REGISTRY[("hf", "async")] = f"{ROLLOUT_MODULE}.HFServerAdapter"
 
     def _load_hf():
         from arenabench.trainers.verl.cpu.rollout import HFReplica
@@ -226,6 +229,10 @@ def _register_rollout() -> None:
         return HFReplica
 
     RolloutReplicaRegistry.register("hf", _load_hf)
+
+    from verl.experimental.agent_loop import agent_loop
+
+    agent_loop._agent_loop_registry[AGENT_LOOP] = {"_target_": f"{ROLLOUT_MODULE}.SessionAgentLoop"}
 
 
 _register_engines()

@@ -13,6 +13,11 @@ smaller server does: verl talks to a rollout through three interfaces, all imple
 * :class:`HFServerAdapter` (verl's ``BaseRollout``, in the actor worker): verl's ``naive``
   checkpoint sync calls its ``update_weights`` with the actor's full weights after every step;
   it forwards them to the server, which loads them into its model.
+* :class:`SessionAgentLoop` (``hf_single_turn_agent``): verl's single-turn agent loop, telling
+  the server which of a prompt's n sessions a request is. Each request samples from its own
+  random stream, keyed by (``rollout.seed``, weights version, prompt, session), so a rerun
+  reproduces every rollout of every session whatever order concurrent requests arrive in —
+  which is what lets a second run be answered from the judgment cache.
 
 Log-probs are ``log_softmax(logits / T)`` over the whole vocabulary — what verl's actor
 computes for the same tokens — so ``training/rollout_probs_diff_*`` measures the weight sync.
@@ -28,6 +33,7 @@ from typing import Any
 
 import ray
 import torch
+from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
@@ -98,6 +104,7 @@ class HFServer:
         image_data=None,
         video_data=None,
         audio_data=None,
+        session: int | None = None,
         **kwargs,
     ) -> TokenOutput:
         if image_data or video_data or audio_data:
@@ -119,11 +126,13 @@ class HFServer:
                 )
             max_tokens = min(max_tokens, max_possible)
         max_tokens = max(1, int(max_tokens))
-        # a request's random stream: (seed, weights version, prompt, k-th such request). A rerun
-        # samples the same texts for each prompt; which sibling gets which follows arrival order
-        # (verl submits a prompt's n sessions in order, and they arrive in it)
-        key = (self.global_steps, tuple(prompt_ids))
-        k = self._arrivals[key] = self._arrivals.get(key, -1) + 1
+        # the request's random stream: (seed, weights version, prompt, session); without a session
+        # (another agent loop) the k-th request of the prompt at this version stands in for it
+        if session is None:
+            key = (self.global_steps, tuple(prompt_ids))
+            k = self._arrivals[key] = self._arrivals.get(key, -1) + 1
+        else:
+            k = int(session)
         gen = torch.Generator().manual_seed(_stream_seed(self.seed, self.global_steps, prompt_ids, k))
         token_ids, log_probs = await asyncio.to_thread(self._sample, prompt_ids, params, max_tokens, gen)
         return TokenOutput(
@@ -226,6 +235,30 @@ class HFServer:
 
     async def stop_profile(self):
         return None
+
+
+class _SessionClient:
+    """verl's LLM server client, adding the session to every ``generate`` it forwards."""
+
+    def __init__(self, client, session: int):
+        self._client = client
+        self._session = session
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    async def generate(self, *args, **kwargs):
+        return await self._client.generate(*args, session=self._session, **kwargs)
+
+
+class SessionAgentLoop(SingleTurnAgentLoop):
+    """verl's single-turn agent loop; its requests carry their session (see the module doc)."""
+
+    async def run(self, sampling_params, **kwargs):
+        session = kwargs.get("session_id")
+        if session is not None:
+            self.server_manager = _SessionClient(self.server_manager, int(session))
+        return await super().run(sampling_params, **kwargs)
 
 
 class HFReplica(RolloutReplica):
