@@ -89,7 +89,9 @@ def _launch(out: Path, name: str, overrides: list[str], tiny_dir: Path) -> dict:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             rc = "timeout"
-    leaked = _leftovers(proc.pid)
+    # Ray's workers exit on their own once the launcher's ray.shutdown() took the raylet down;
+    # give them a moment, then whatever is left in the session is a leak
+    _, leaked = psutil.wait_procs(_leftovers(proc.pid), timeout=60)
     for p in leaked:  # ours (same session): end them so one failure does not starve the rest
         p.kill()
     text = log.read_text()
