@@ -91,11 +91,13 @@ def translate(overrides: Sequence[str]) -> list[str]:
 def compose(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
     """The full verl config for ``conf/verl/<config_name>.yaml`` plus ``overrides``; with
     ``trainer.device=cpu``, the CPU mode's overrides go first (the user's win)."""
-    cfg = _compose(config_name, overrides)
-    if is_cpu(cfg):
-        from arenabench.trainers.verl import cpu
+    from arenabench.trainers.verl import cpu
 
-        cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides])
+    device = [o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("trainer.device=")]
+    guess = bool(device) and device[-1] == "cpu"  # composing verl's config takes seconds: once
+    cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides] if guess else overrides)
+    if is_cpu(cfg) != guess:  # the device came from a config file
+        cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides] if is_cpu(cfg) else overrides)
     return cfg
 
 
