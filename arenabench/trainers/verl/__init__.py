@@ -3,6 +3,8 @@
 * ``reward_manager`` — ``ArenaRewardManager``, a reward-loop manager whose group barrier
   (``barrier``) gathers each prompt's N responses and scores all ready groups in one engine run
   (``scoring``);
+* ``reward_workers`` — the reward worker's Ray concurrency sized to a step (Ray's default 1000
+  would stall larger steps in the barrier);
 * ``advantage`` — the ``arenabench`` advantage estimator (constructor advantages, passed through);
 * ``launch`` — ``arenabench-verl``, verl's ``main_ppo`` over ``conf/verl``;
 * ``tiny_model`` — a tokenizer, a 2-layer Llama and a toy dataset built locally (smoke tests);

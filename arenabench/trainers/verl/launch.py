@@ -31,6 +31,7 @@ clusters schedule jobs themselves).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
@@ -40,13 +41,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from arenabench.trainers.verl import reward_workers
+
 CONF = Path(__file__).resolve().parents[3] / "conf"
 VERL_CONF = CONF / "verl"
 ADV_MODULE = "arenabench.trainers.verl.advantage"
 MANAGER_MODULE = "pkg://arenabench.trainers.verl.reward_manager"
-# Ray's default max_concurrency of an async actor, hence of verl's reward worker: callers parked in
-# the barrier hold a slot, so more samples per batch than this can deadlock until the timeout
-MAX_IN_FLIGHT = 1000
 SHORTHANDS = {"reward": "reward@arenabench.reward", "judge": "judge@arenabench.judge"}
 # overrides that do not change what a run computes: not part of its ``setting`` tag
 NOT_SETTING = (
@@ -121,8 +121,9 @@ def _compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
         return hydra_compose(config_name, overrides=[*translate(overrides), search])
 
 
-def check_wiring(cfg: DictConfig) -> list[str]:
-    """Problems that would make verl ignore or mis-normalize our rewards (empty = fine)."""
+def check_wiring(cfg: DictConfig, verl_version: str | None = None) -> list[str]:
+    """Problems that would make verl ignore or mis-normalize our rewards, or stall the barrier
+    (empty = fine). ``verl_version``: the installed one unless given."""
     problems = []
     rm = cfg.reward.reward_manager
     by_path = (
@@ -137,22 +138,20 @@ def check_wiring(cfg: DictConfig) -> list[str]:
     if int(cfg.reward.num_workers) != 1:
         problems.append(
             f"reward.num_workers={cfg.reward.num_workers}: the group barrier needs every sibling "
-            "in one reward worker (1)"
+            "in one reward worker (1); verl's agent loop sends each sample to a random one"
         )
-    rollout = cfg.actor_rollout_ref.rollout
-    val_batch = cfg.data.get("val_batch_size")
-    for what, batch, n in (
-        ("data.train_batch_size", cfg.data.train_batch_size, rollout.n),
-        ("data.val_batch_size", val_batch, rollout.val_kwargs.n),
-    ):
-        if batch is None:
+    try:
+        per_step = reward_workers.samples_per_step(cfg)
+    except ValueError as exc:
+        problems.append(str(exc))
+    else:
+        version = verl_version or importlib.metadata.version("verl")
+        if per_step > reward_workers.RAY_DEFAULT_SLOTS and not reward_workers.sized(version):
             problems.append(
-                f"{what}=null sends the whole dataset at once: set it (<= {MAX_IN_FLIGHT} samples)"
-            )
-        elif int(batch) * int(n) > MAX_IN_FLIGHT:
-            problems.append(
-                f"{what} x n = {int(batch) * int(n)} samples > {MAX_IN_FLIGHT}, the reward worker's Ray "
-                "concurrency: parked siblings could block the rest until the barrier times out"
+                f"{per_step} samples per step (batch size x n) > {reward_workers.RAY_DEFAULT_SLOTS}, the "
+                f"reward worker's Ray concurrency on verl=={version}: parked siblings would block the "
+                f"rest until the barrier times out. Install verl=={reward_workers.VERL_VERSION} (the "
+                "worker is sized to the step there) or lower data.train_batch_size / val_batch_size"
             )
     est = cfg.algorithm.adv_estimator
     if est == "grpo" and cfg.algorithm.get("norm_adv_by_std_in_grpo", True):

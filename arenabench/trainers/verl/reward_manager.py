@@ -7,6 +7,10 @@ Wiring (set by ``conf/verl/base.yaml``; the launcher checks it)::
     reward.reward_manager.name=ArenaRewardManager
     reward.reward_manager.module.path=pkg://arenabench.trainers.verl.reward_manager
 
+The one worker holds every sample of a step while its group fills: :mod:`.reward_workers` sizes
+its Ray concurrency to ``train_batch_size × n`` (and the validation batch) when this module is
+imported, where Ray's default (1000) would stall larger steps.
+
 verl calls ``run_single`` once per response (from the agent loop as each rollout finishes, or in
 one batch for a colocated reward model). Each call decodes its response and waits in a
 :class:`~arenabench.trainers.verl.barrier.GroupBarrier` keyed by ``uid``; the barrier hands every
@@ -43,6 +47,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
+from arenabench.trainers.verl import reward_workers
 from arenabench.trainers.verl.barrier import GroupBarrier
 from arenabench.trainers.verl.scoring import ArenaScorer, Response, expected_group_size
 
@@ -314,3 +319,7 @@ class ArenaRewardManager(RewardManagerBase):
 def _global_step(group) -> int | None:
     steps = [int(p.meta["global_steps"]) for p in group.payloads if p.meta.get("global_steps") is not None]
     return max(steps) if steps else None
+
+
+# verl imports this module in the trainer process right before it creates the reward worker
+reward_workers.install()
