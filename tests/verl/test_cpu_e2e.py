@@ -136,6 +136,8 @@ def test_the_run_finishes_with_one_point_per_step_and_the_exact_judge_calls(runs
 
     run = MlflowClient(runs["uri"]).get_run(runs[name]["run_id"])
     assert run.info.status == "FINISHED"
+    # verl's trainer process created the reward worker sized to the step (reward_workers.py)
+    assert f"arenabench: reward worker max_concurrency={K * N + 1000}" in runs[name]["log"]
     assert (run.data.tags["trainer"], run.data.tags["loss"]) == ("verl", loss)
     steps = list(range(1, STEPS + 1))
     # verl's own logger: one point per step
