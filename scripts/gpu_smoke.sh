@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # GPU smoke test for the verl integration (issue 7). NOT part of CI: CI machines have no GPU.
+# The same loop runs on CPU in CI (tests/verl/test_cpu_e2e.py: `trainer.device=cpu`, an hf rollout
+# instead of vLLM); this script is what only a GPU can check: vLLM rollout, CUDA FSDP, sleep mode.
 #
 # Builds the tiny local model and data (no download), then runs 2 verl GRPO steps and 2 verl
 # CISPO steps on ONE GPU with vLLM rollout and arenabench's group reward manager (seeded
@@ -80,7 +82,8 @@ if exp is None:
 keys = (
     "critic/score/mean", "critic/advantages/mean", "critic/advantages/max", "actor/pg_loss", "actor/pg_clipfrac",
     "actor/ppo_kl", "actor/kl_loss", "actor/entropy", "response_length/mean", "judge_calls", "judge_failures",
-    "arena/zero_adv_share", "arena/adv_std", "arena/flush_groups", "arena/timed_out_groups", "timing_s/step",
+    "arena/zero_adv_share", "arena/adv_std", "arena/flushes", "arena/flush_groups", "arena/timed_out_groups",
+    "training/rollout_probs_diff_max", "timing_s/step",
 )
 ok = True
 for run in client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"]):
@@ -93,7 +96,10 @@ for run in client.search_runs([exp.experiment_id], order_by=["attributes.start_t
         hist = client.get_metric_history(run.info.run_id, k)
         if hist:
             print(f"  {k:28s} " + "  ".join(f"step {m.step}: {m.value:.4g}" for m in sorted(hist, key=lambda m: m.step)))
-    ok &= run.info.status == "FINISHED" and len(steps) >= 2
+    # the reward worker logs one point per global step, however many barrier flushes it took
+    calls = sorted(m.step for m in client.get_metric_history(run.info.run_id, "judge_calls"))
+    print(f"  steps with judge_calls:   {calls}")
+    ok &= run.info.status == "FINISHED" and len(steps) >= 2 and calls == steps
 print("\nsmoke:", "OK" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 EOF

@@ -28,9 +28,17 @@ def _objects(items) -> np.ndarray:
     return arr
 
 
-def verl_batch(tokenizer, uids=("uid-a", "uid-b"), n=4):
+def verl_batch(
+    tokenizer,
+    uids=("uid-a", "uid-b"),
+    n=4,
+    prompts_text=PROMPTS,
+    responses_text=RESPONSES,
+    ground_truth=GROUND_TRUTH,
+):
     """A ``DataProto`` of len(uids) prompts × n responses, interleaved as verl repeats them:
-    prompts left-padded, responses right-padded, ``attention_mask`` over both, ``uid`` etc."""
+    prompts left-padded, responses right-padded, ``attention_mask`` over both, ``uid`` etc.
+    Prompt ``p`` is ``prompts_text[p]``; its k-th response ``responses_text[p][k]``."""
     from verl import DataProto
 
     rows = []
@@ -42,12 +50,17 @@ def verl_batch(tokenizer, uids=("uid-a", "uid-b"), n=4):
     prompts = torch.full((B, PROMPT_LEN), pad, dtype=torch.long)
     responses = torch.full((B, RESPONSE_LEN), pad, dtype=torch.long)
     attn = torch.zeros((B, PROMPT_LEN + RESPONSE_LEN), dtype=torch.long)
+    chats = [
+        tokenizer.encode(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+            )
+        )[-PROMPT_LEN:]
+        for text in prompts_text[: len(uids)]
+    ]
     for b, (p, k, _) in enumerate(rows):
-        chat = tokenizer.apply_chat_template(
-            [{"role": "user", "content": PROMPTS[p]}], add_generation_prompt=True, tokenize=False
-        )
-        pids = tokenizer.encode(chat)[-PROMPT_LEN:]
-        rids = tokenizer.encode(RESPONSES[p][k])[: RESPONSE_LEN - 1] + [tokenizer.eos_token_id]
+        pids = chats[p]
+        rids = tokenizer.encode(responses_text[p][k])[: RESPONSE_LEN - 1] + [tokenizer.eos_token_id]
         prompts[b, PROMPT_LEN - len(pids) :] = torch.tensor(pids)
         attn[b, PROMPT_LEN - len(pids) : PROMPT_LEN] = 1
         responses[b, : len(rids)] = torch.tensor(rids)
@@ -58,10 +71,10 @@ def verl_batch(tokenizer, uids=("uid-a", "uid-b"), n=4):
         "uid": np.array([u for _, _, u in rows], dtype=object),
         "data_source": np.array(["arenabench/tiny_copy"] * B, dtype=object),
         "reward_model": np.array(
-            [{"style": "rule", "ground_truth": GROUND_TRUTH[p]} for p, _, _ in rows], dtype=object
+            [{"style": "rule", "ground_truth": ground_truth[p]} for p, _, _ in rows], dtype=object
         ),
         "extra_info": np.array([{"split": "train", "index": p} for p, _, _ in rows], dtype=object),
-        "raw_prompt": _objects([[{"role": "user", "content": PROMPTS[p]}] for p, _, _ in rows]),
+        "raw_prompt": _objects([[{"role": "user", "content": prompts_text[p]}] for p, _, _ in rows]),
     }
     data = DataProto.from_dict(
         tensors={

@@ -5,7 +5,7 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
-from arenabench.trainers.verl import launch
+from arenabench.trainers.verl import launch, reward_workers
 
 EXAMPLES = ["arenarl_long_n8", "arenarl_n16", "reasoning_arena_cispo", "smoke"]
 
@@ -89,6 +89,22 @@ def test_bad_names_and_wiring_are_reported(smoke_env, capsys):
         )
         == []
     )
+
+
+def test_steps_beyond_rays_default_slots_are_sized_not_refused(smoke_env):
+    """verl 0.9.1: the reward worker gets a slot per sample of the largest step (reward_workers);
+    any other verl keeps Ray's 1000 and the launcher refuses more, naming the limit and the fix."""
+    big = launch.compose("smoke", ["data.train_batch_size=512", "actor_rollout_ref.rollout.n=16"])
+    assert launch.check_wiring(big) == []
+    assert reward_workers.slots(big) == 512 * 16 + reward_workers.RAY_DEFAULT_SLOTS
+    (problem,) = launch.check_wiring(big, verl_version="0.10.0")
+    assert problem.startswith("8192 samples per step (batch size x n) > 1000") and "verl==0.9.1" in problem
+    val = launch.compose("smoke", ["data.val_batch_size=300"])  # 300 x val n 4 > 2 x 4 training
+    assert reward_workers.samples_per_step(val) == 1200
+    assert launch.check_wiring(val) == [] and len(launch.check_wiring(val, verl_version="0.10.0")) == 1
+    assert launch.check_wiring(launch.compose("smoke"), verl_version="0.10.0") == []  # 8 samples
+    (problem,) = launch.check_wiring(launch.compose("smoke", ["data.val_batch_size=null"]))
+    assert problem.startswith("data.val_batch_size=null makes verl send the whole dataset at once")
 
 
 def test_verl_mlflow_logger_writes_a_run_that_compare_reads(smoke_env, tmp_path, monkeypatch):

@@ -14,6 +14,10 @@ the command-line overrides, and hands the config to verl's ``main`` unchanged ot
 ``reward=X`` would silently replace verl's reward section. Everything else is a normal hydra
 override of verl's keys (``+key=value`` to add one).
 
+``trainer.device=cpu`` runs the same config on the host CPU (verl on a laptop): the launcher adds
+the overrides and env of :mod:`arenabench.trainers.verl.cpu` (a CPU platform, FSDP2, the ``hf``
+rollout backend), verl 0.9.1 only.
+
 Before starting verl it (1) puts ``arenabench.trainers.verl.advantage`` into
 ``VERL_USE_EXTERNAL_MODULES`` so every Ray worker registers the ``arenabench`` advantage
 estimator, and (2) when ``trainer.logger`` holds ``mlflow``, opens the MLflow run itself — in the
@@ -27,6 +31,7 @@ clusters schedule jobs themselves).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
@@ -36,13 +41,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from arenabench.trainers.verl import reward_workers
+
 CONF = Path(__file__).resolve().parents[3] / "conf"
 VERL_CONF = CONF / "verl"
 ADV_MODULE = "arenabench.trainers.verl.advantage"
 MANAGER_MODULE = "pkg://arenabench.trainers.verl.reward_manager"
-# Ray's default max_concurrency of an async actor, hence of verl's reward worker: callers parked in
-# the barrier hold a slot, so more samples per batch than this can deadlock until the timeout
-MAX_IN_FLIGHT = 1000
 SHORTHANDS = {"reward": "reward@arenabench.reward", "judge": "judge@arenabench.judge"}
 # overrides that do not change what a run computes: not part of its ``setting`` tag
 NOT_SETTING = (
@@ -85,7 +89,23 @@ def translate(overrides: Sequence[str]) -> list[str]:
 
 
 def compose(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
-    """The full verl config for ``conf/verl/<config_name>.yaml`` plus ``overrides``."""
+    """The full verl config for ``conf/verl/<config_name>.yaml`` plus ``overrides``; with
+    ``trainer.device=cpu``, the CPU mode's overrides go first (the user's win)."""
+    from arenabench.trainers.verl import cpu
+
+    device = [o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("trainer.device=")]
+    guess = bool(device) and device[-1] == "cpu"  # composing verl's config takes seconds: once
+    cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides] if guess else overrides)
+    if is_cpu(cfg) != guess:  # the device came from a config file
+        cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides] if is_cpu(cfg) else overrides)
+    return cfg
+
+
+def is_cpu(cfg: DictConfig) -> bool:
+    return str(cfg.trainer.get("device", "cuda")) == "cpu"
+
+
+def _compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -101,8 +121,9 @@ def compose(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
         return hydra_compose(config_name, overrides=[*translate(overrides), search])
 
 
-def check_wiring(cfg: DictConfig) -> list[str]:
-    """Problems that would make verl ignore or mis-normalize our rewards (empty = fine)."""
+def check_wiring(cfg: DictConfig, verl_version: str | None = None) -> list[str]:
+    """Problems that would make verl ignore or mis-normalize our rewards, or stall the barrier
+    (empty = fine). ``verl_version``: the installed one unless given."""
     problems = []
     rm = cfg.reward.reward_manager
     by_path = (
@@ -117,22 +138,20 @@ def check_wiring(cfg: DictConfig) -> list[str]:
     if int(cfg.reward.num_workers) != 1:
         problems.append(
             f"reward.num_workers={cfg.reward.num_workers}: the group barrier needs every sibling "
-            "in one reward worker (1)"
+            "in one reward worker (1); verl's agent loop sends each sample to a random one"
         )
-    rollout = cfg.actor_rollout_ref.rollout
-    val_batch = cfg.data.get("val_batch_size")
-    for what, batch, n in (
-        ("data.train_batch_size", cfg.data.train_batch_size, rollout.n),
-        ("data.val_batch_size", val_batch, rollout.val_kwargs.n),
-    ):
-        if batch is None:
+    try:
+        per_step = reward_workers.samples_per_step(cfg)
+    except ValueError as exc:
+        problems.append(str(exc))
+    else:
+        version = verl_version or importlib.metadata.version("verl")
+        if per_step > reward_workers.RAY_DEFAULT_SLOTS and not reward_workers.sized(version):
             problems.append(
-                f"{what}=null sends the whole dataset at once: set it (<= {MAX_IN_FLIGHT} samples)"
-            )
-        elif int(batch) * int(n) > MAX_IN_FLIGHT:
-            problems.append(
-                f"{what} x n = {int(batch) * int(n)} samples > {MAX_IN_FLIGHT}, the reward worker's Ray "
-                "concurrency: parked siblings could block the rest until the barrier times out"
+                f"{per_step} samples per step (batch size x n) > {reward_workers.RAY_DEFAULT_SLOTS}, the "
+                f"reward worker's Ray concurrency on verl=={version}: parked siblings would block the "
+                f"rest until the barrier times out. Install verl=={reward_workers.VERL_VERSION} (the "
+                "worker is sized to the step there) or lower data.train_batch_size / val_batch_size"
             )
     est = cfg.algorithm.adv_estimator
     if est == "grpo" and cfg.algorithm.get("norm_adv_by_std_in_grpo", True):
@@ -213,11 +232,17 @@ def end_mlflow_run(uri: str, run_id: str, status: str) -> None:
 
 
 def worker_env(cfg: DictConfig, extra: dict[str, str]) -> dict[str, str]:
-    """Env vars every Ray worker needs: our advantage module, plus ``extra`` (MLflow)."""
+    """Env vars every Ray worker needs: our advantage module, the CPU mode's platform plugin
+    (``trainer.device=cpu``), plus ``extra`` (MLflow)."""
     mods = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     if ADV_MODULE not in mods:
         mods.append(ADV_MODULE)
-    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(mods), **extra}
+    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(mods)}
+    if is_cpu(cfg):
+        from arenabench.trainers.verl import cpu
+
+        env.update(cpu.env(env["VERL_USE_EXTERNAL_MODULES"]))
+    env.update(extra)
     with open_dict(cfg):
         runtime = cfg.ray_kwargs.ray_init.runtime_env
         if runtime.get("env_vars") is None:
@@ -240,6 +265,20 @@ def verl_validate(cfg: DictConfig) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def _use_cpu_platform() -> None:
+    """Register the CPU plugin in this (driver) process and make it verl's platform here, even if
+    verl resolved another one earlier in the process (e.g. an earlier import under pytest)."""
+    import importlib
+
+    from arenabench.trainers.verl import cpu
+
+    plugin = importlib.import_module(cpu.PLUGIN_MODULE)
+    from verl.plugin.platform import platform_manager
+
+    if platform_manager.get_platform().device_name != "cpu":
+        platform_manager.set_platform(plugin.PlatformCPU())
 
 
 def _print_config(cfg: DictConfig, out) -> None:
@@ -289,6 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("arenabench-verl: " + "\n  ".join(["config problems:", *problems]), file=sys.stderr)
         return 2
 
+    if is_cpu(cfg):
+        os.environ.update(worker_env(cfg, {}))  # before verl is imported here: VERL_PLATFORM
+        _use_cpu_platform()
     import arenabench.trainers.verl.advantage  # noqa: F401  (registers the estimator in this process)
 
     loggers = cfg.trainer.logger
@@ -310,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
         status = "FINISHED"
     finally:
+        import ray
+
+        if ray.is_initialized():  # verl's run_ppo starts a local cluster and leaves it running
+            ray.shutdown()
         if mlflow_run is not None:
             end_mlflow_run(*mlflow_run, status)
         print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)

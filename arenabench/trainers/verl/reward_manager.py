@@ -7,6 +7,10 @@ Wiring (set by ``conf/verl/base.yaml``; the launcher checks it)::
     reward.reward_manager.name=ArenaRewardManager
     reward.reward_manager.module.path=pkg://arenabench.trainers.verl.reward_manager
 
+The one worker holds every sample of a step while its group fills: :mod:`.reward_workers` sizes
+its Ray concurrency to ``train_batch_size × n`` (and the validation batch) when this module is
+imported, where Ray's default (1000) would stall larger steps.
+
 verl calls ``run_single`` once per response (from the agent loop as each rollout finishes, or in
 one batch for a colocated reward model). Each call decodes its response and waits in a
 :class:`~arenabench.trainers.verl.barrier.GroupBarrier` keyed by ``uid``; the barrier hands every
@@ -20,25 +24,32 @@ Options (``arenabench.*`` in the composed config): ``reward`` / ``judge`` (the c
 ``anchor`` (``first`` | ``none``), ``max_retries``, ``max_failed_share`` (a group with a larger
 share of failed judge requests gets reward 0 for every member, see
 :func:`arenabench.advantages.mask_unreliable`; null never masks), ``seed``, ``log_metrics``
-(write per-step judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``). ``judge.cache``
-and ``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
+(write judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``, one point per global
+step: :class:`StepLog`), ``group_log`` (a JSONL file: one line per scored group, with its texts
+and advantages: what verl trained on, checkable against the engine). ``judge.cache`` and
+``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
+from arenabench.trainers.verl import reward_workers
 from arenabench.trainers.verl.barrier import GroupBarrier
-from arenabench.trainers.verl.scoring import ArenaScorer, Response, expected_group_size, flush_summary
+from arenabench.trainers.verl.scoring import ArenaScorer, Response, expected_group_size
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "max_failed_share": DEFAULT_MAX_FAILED_SHARE,
     "seed": 0,
     "log_metrics": True,
+    "group_log": None,
 }
 
 
@@ -98,6 +110,75 @@ class _MlflowSink:
             self.broken = True
 
 
+@dataclass
+class _Step:
+    flushes: int = 0
+    groups: int = 0
+    advantages: list[np.ndarray] = field(default_factory=list)
+    cumulative: dict[str, float] = field(default_factory=dict)
+
+    def absorb(self, other: _Step) -> None:
+        self.flushes += other.flushes
+        self.groups += other.groups
+        self.advantages.extend(other.advantages)
+
+
+class StepLog:
+    """The reward worker's metrics as ONE point per global step, however many barrier flushes
+    scored that step's groups (groups finish apart: a small batch often takes one flush each).
+
+    Each flush adds its groups to their step's record; a record is logged when it holds
+    ``expected`` groups (``data.train_batch_size``), or when a flush of a later step arrives (a
+    step that ended short). Groups of a step already logged (validation after it, a straggler)
+    are carried into the next point; the cumulative counters include them anyway. Logged:
+    the cumulative counters as after the step's last flush, plus ``arena/flushes``,
+    ``arena/step_groups``, ``arena/flush_groups`` (mean groups per flush), ``arena/zero_adv_share``
+    and ``arena/adv_std`` over the step's groups."""
+
+    def __init__(self, log: Callable[[Mapping[str, float], int], None], expected: int):
+        if expected < 1:
+            raise ValueError(f"a step holds at least one group; expected={expected}")
+        self.log = log
+        self.expected = int(expected)
+        self.open: dict[int, _Step] = {}
+        self.carry = _Step()
+        self.last_logged: int | None = None
+        self._lock = threading.Lock()
+
+    def add(self, step: int, advantages: Sequence[np.ndarray], cumulative: Mapping[str, float]) -> None:
+        """One flush's groups of ``step`` (one advantage array per group) and the counters after it."""
+        with self._lock:
+            for earlier in sorted(s for s in self.open if s < step):
+                self._emit(earlier)
+            if self.last_logged is not None and step <= self.last_logged:
+                rec = self.carry  # that step already has its point
+            else:
+                rec = self.open.setdefault(step, _Step())
+            rec.flushes += 1
+            rec.groups += len(advantages)
+            rec.advantages.extend(np.asarray(a, dtype=float) for a in advantages)
+            rec.cumulative = dict(cumulative)
+            if rec is not self.carry and rec.groups >= self.expected:
+                self._emit(step)
+
+    def _emit(self, step: int) -> None:
+        rec = self.open.pop(step)
+        cumulative = rec.cumulative
+        if self.carry.flushes:
+            rec.absorb(self.carry)
+            self.carry = _Step()
+        metrics = dict(cumulative)
+        metrics["arena/flushes"] = float(rec.flushes)
+        metrics["arena/step_groups"] = float(rec.groups)
+        metrics["arena/flush_groups"] = rec.groups / rec.flushes
+        groups = [a for a in rec.advantages if a.size]
+        if groups:
+            metrics["arena/zero_adv_share"] = float(np.mean([not np.any(a) for a in groups]))
+            metrics["arena/adv_std"] = float(np.concatenate(groups).std())
+        self.log(metrics, step)
+        self.last_logged = step
+
+
 @register("arenabench")
 class ArenaRewardManager(RewardManagerBase):
     """Group-level tournament rewards in verl's reward loop (see the module docstring)."""
@@ -123,12 +204,16 @@ class ArenaRewardManager(RewardManagerBase):
         )
         self.barrier = GroupBarrier(self._score, timeout_s=float(opts["timeout_s"]))
         self.sink = None
+        self.steps: StepLog | None = None
         run_id = os.environ.get("MLFLOW_RUN_ID")
         if opts.get("log_metrics") and run_id:
             try:
                 self.sink = _MlflowSink(run_id, os.environ.get("MLFLOW_TRACKING_URI"))
             except Exception as exc:
                 log.warning("arenabench: no MLflow logging from the reward worker: %r", exc)
+            else:
+                self.steps = StepLog(self.sink.log, expected=int(config["data"]["train_batch_size"]))
+        self.group_log = opts.get("group_log")
 
     # -- verl's per-sample entry point ---------------------------------------------------------
 
@@ -154,7 +239,10 @@ class ArenaRewardManager(RewardManagerBase):
             n_tokens=valid,
             ground_truth=ground_truth,
             data_source=str(nt.get("data_source", "")),
-            meta={"global_steps": nt.get("global_steps")},
+            meta={
+                "global_steps": nt.get("global_steps"),
+                "session_id": None if order is None else int(order),
+            },
         )
         expected = expected_group_size(self.config, nt)
         return await self.barrier.submit(
@@ -165,30 +253,73 @@ class ArenaRewardManager(RewardManagerBase):
 
     def _score(self, groups):
         results = self.scorer(groups)
-        if self.sink is not None:
-            steps = [
-                int(p.meta["global_steps"])
-                for g in groups
-                for p in g.payloads
-                if p.meta.get("global_steps") is not None
-            ]
-            step = max(steps) if steps else self.scorer.runs
-            totals = self.scorer.totals
-            metrics = {
-                "judge_calls": totals["judge_calls"],  # cumulative, as the local trainer logs it
-                "judge_failures": totals["failures"],
-                "arena/groups": totals["groups"],
-                "arena/masked_groups": self.scorer.masked_groups,  # cumulative, mask_unreliable
-                "arena/flush_groups": len(groups),
-                "arena/timed_out_groups": self.barrier.stats.timed_out,
-                "arena/late_samples": self.barrier.stats.late,
-            }
-            metrics.update({f"arena/{k}": v for k, v in flush_summary(results).items()})
-            stack = self.scorer.stack
-            if stack.faulty is not None:  # cumulative, as the local trainer logs it
-                metrics["judge_faults"] = stack.stats["faults"]
-            if stack.cached is not None:
-                metrics["arena/cache_hits"] = stack.stats["cache_hits"]
-                metrics["arena/cache_misses"] = stack.stats["cache_misses"]
-            self.sink.log(metrics, step)
+        run = self.scorer.runs - 1  # the engine run that scored this flush
+        steps = [_global_step(g) for g in groups]
+        if self.group_log:
+            self._write_groups(groups, results, steps, run)
+        if self.steps is not None:
+            for step in sorted({s for s in steps if s is not None}) or [None]:
+                advs = [
+                    np.array([m["reward_score"] for m in res])
+                    for res, s in zip(results, steps, strict=True)
+                    if s == step
+                ]
+                self.steps.add(run if step is None else step, advs, self._cumulative())
         return results
+
+    def _cumulative(self) -> dict[str, float]:
+        totals = self.scorer.totals
+        metrics = {
+            "judge_calls": totals["judge_calls"],  # cumulative, as the local trainer logs it
+            "judge_failures": totals["failures"],
+            "arena/groups": totals["groups"],
+            "arena/masked_groups": self.scorer.masked_groups,  # cumulative, mask_unreliable
+            "arena/timed_out_groups": self.barrier.stats.timed_out,
+            "arena/late_samples": self.barrier.stats.late,
+        }
+        stack = self.scorer.stack
+        if stack.faulty is not None:  # cumulative, as the local trainer logs it
+            metrics["judge_faults"] = stack.stats["faults"]
+        if stack.cached is not None:
+            metrics["arena/cache_hits"] = stack.stats["cache_hits"]
+            metrics["arena/cache_misses"] = stack.stats["cache_misses"]
+        return {k: float(v) for k, v in metrics.items()}
+
+    def _write_groups(self, groups, results, steps, run: int) -> None:
+        """One JSON line per group: enough to rebuild the engine run that scored it."""
+        lines = []
+        for pos, (group, res, step) in enumerate(zip(groups, results, steps, strict=True)):
+            first = group.payloads[0]
+            lines.append(
+                json.dumps(
+                    {
+                        "run": run,
+                        "position": pos,
+                        "flush_groups": len(groups),
+                        "global_steps": step,
+                        "uid": group.uid,
+                        "prompt": first.prompt,
+                        "ground_truth": None if first.ground_truth is None else str(first.ground_truth),
+                        "data_source": first.data_source,
+                        "texts": [p.text for p in group.payloads],
+                        "n_tokens": [int(p.n_tokens) for p in group.payloads],
+                        "sessions": [p.meta.get("session_id") for p in group.payloads],
+                        "advantages": [m["reward_score"] for m in res],
+                        "rank_rewards": [m["reward_extra_info"]["arena_rank_reward"] for m in res],
+                        "judge_calls": res[0]["reward_extra_info"]["arena_judge_calls"] if res else 0.0,
+                        "timed_out": group.timed_out,
+                        "late": group.late,
+                    }
+                )
+            )
+        with open(self.group_log, "a") as f:
+            f.write("".join(line + "\n" for line in lines))
+
+
+def _global_step(group) -> int | None:
+    steps = [int(p.meta["global_steps"]) for p in group.payloads if p.meta.get("global_steps") is not None]
+    return max(steps) if steps else None
+
+
+# verl imports this module in the trainer process right before it creates the reward worker
+reward_workers.install()

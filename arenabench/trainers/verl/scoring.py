@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from arenabench import rewards
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
 from arenabench.engine import Engine
@@ -218,15 +216,3 @@ def expected_group_size(config: Mapping[str, Any], non_tensor: Mapping[str, Any]
         return n_train
     split = str(extra.get("split", "")).lower()
     return n_val if split in ("test", "val", "valid", "validation", "eval", "dev") else n_train
-
-
-def flush_summary(results: Sequence[Sequence[dict[str, Any]]]) -> dict[str, float]:
-    """Per-flush numbers the reward manager logs: zero-advantage share and advantage std."""
-    adv = [np.array([m["reward_score"] for m in g]) for g in results if g]
-    if not adv:
-        return {}
-    flat = np.concatenate(adv)
-    return {
-        "zero_adv_share": float(np.mean([not np.any(a) for a in adv])),
-        "adv_std": float(flat.std()),
-    }
