@@ -73,3 +73,21 @@ def test_worker_with_a_failing_judge_hands_out_zero_rewards(smoke_env, tokenizer
     assert all(o["reward_extra_info"]["arena_masked"] == 1.0 for o in outputs)
     assert all(o["reward_extra_info"]["arena_failures"] > 0 for o in outputs)
     assert manager.scorer.masked_groups == 2
+
+
+def test_engine_schedule_reaches_the_scorer_from_the_verl_config():
+    """``arenabench.schedule`` / ``max_inflight`` (conf/verl/base.yaml) configure the scorer's engine;
+    ``auto`` keeps the simulated judge in lockstep; a bad value names the choices."""
+    cfg = launch.compose("smoke", ["arenabench.schedule=pipelined", "arenabench.max_inflight=8"])
+    opts = arena_options(cfg)
+    assert (DEFAULTS["schedule"], opts["schedule"], opts["max_inflight"]) == ("auto", "pipelined", 8)
+    judge = {"kind": "simulated", "preset": "calibrated", "quality": "hash"}
+    s = ArenaScorer({"name": "seeded_single_elim"}, judge, schedule="pipelined", max_inflight=8)
+    assert s.engine.resolved_schedule == "pipelined" and s.engine.inflight_limit == 8
+    assert ArenaScorer({"name": "seeded_single_elim"}, judge).engine.resolved_schedule == "lockstep"
+    groups = [ready(f"g{k}") for k in range(3)]
+    lock = ArenaScorer({"name": "seeded_single_elim"}, judge)(groups)
+    pipe = s(groups)
+    assert [[o["reward_score"] for o in g] for g in pipe] == [[o["reward_score"] for o in g] for g in lock]
+    with pytest.raises(ValueError, match="lockstep, pipelined, auto"):
+        ArenaScorer({"name": "seeded_single_elim"}, judge, schedule="eager")

@@ -23,7 +23,8 @@ Options (``arenabench.*`` in the composed config): ``reward`` / ``judge`` (the c
 ``timeout_s`` (barrier timeout from a group's first arrival), ``group_size`` (force N),
 ``anchor`` (``first`` | ``none``), ``max_retries``, ``max_failed_share`` (a group with a larger
 share of failed judge requests gets reward 0 for every member, see
-:func:`arenabench.advantages.mask_unreliable`; null never masks), ``seed``, ``log_metrics``
+:func:`arenabench.advantages.mask_unreliable`; null never masks), ``schedule`` / ``max_inflight``
+(the engine's: ``auto`` pipelines a served judge, see :mod:`arenabench.engine`), ``seed``, ``log_metrics``
 (write judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``, one point per global
 step: :class:`StepLog`), ``group_log`` (a JSONL file: one line per scored group, with its texts
 and advantages: what verl trained on, checkable against the engine). ``judge.cache`` and
@@ -61,6 +62,8 @@ DEFAULTS: dict[str, Any] = {
     "anchor": "first",
     "max_retries": 2,
     "max_failed_share": DEFAULT_MAX_FAILED_SHARE,
+    "schedule": "auto",
+    "max_inflight": None,
     "seed": 0,
     "log_metrics": True,
     "group_log": None,
@@ -201,6 +204,8 @@ class ArenaRewardManager(RewardManagerBase):
             anchor=str(opts["anchor"]),
             max_retries=int(opts["max_retries"]),
             max_failed_share=opts["max_failed_share"],
+            schedule=str(opts["schedule"]),
+            max_inflight=None if opts["max_inflight"] is None else int(opts["max_inflight"]),
         )
         self.barrier = GroupBarrier(self._score, timeout_s=float(opts["timeout_s"]))
         self.sink = None

@@ -117,13 +117,21 @@ class ArenaScorer:
         anchor: str = "first",
         max_retries: int = 2,
         max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE,
+        schedule: str = "auto",
+        max_inflight: int | None = None,
     ):
         if anchor not in ("first", "none"):
             raise ValueError(unknown_message("anchor rule", anchor, ["first", "none"]))
         self.constructor = rewards.build(reward)
         self.stack, self.quality = judge_stack(judge)
         self.judge = self.stack.base
-        self.engine = Engine(self.stack, seed=int(seed), max_retries=int(max_retries))
+        self.engine = Engine(
+            self.stack,
+            seed=int(seed),
+            max_retries=int(max_retries),
+            schedule=schedule,
+            max_inflight=max_inflight,
+        )
         self.anchor = anchor
         mask_unreliable([], max_failed_share)  # a bad threshold fails here, not at the first flush
         self.max_failed_share = max_failed_share
