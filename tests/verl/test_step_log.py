@@ -81,3 +81,29 @@ def test_through_verls_reward_worker_one_point_for_a_step_scored_in_two_flushes(
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "judge_calls")] == [(1, 24.0)]
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "arena/flushes")] == [(1, 2.0)]
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "arena/step_groups")] == [(1, 2.0)]
+
+
+def test_the_steps_judge_health_sums_its_flushes():
+    """Per-step judge diagnostics as the local trainer logs them, summed over the step's flushes:
+    a step whose two flushes saw 3 + 1 bidirectional comparisons (2 + 1 consistent), a tie, one
+    cyclic triangle of two, and 1 failed request of 20 sent (+ 4 retries)."""
+    from arenabench.diagnostics import ComparisonHealth
+    from arenabench.engine import StepStats
+
+    log, points = step_log()
+    first = StepStats(judge_calls=14, retries=4, failures=1)
+    first.health = ComparisonHealth(matches=3, ties=1, bidirectional=3, consistent=2, triangles=1, cyclic=1)
+    second = StepStats(judge_calls=10)
+    second.health = ComparisonHealth(matches=1, bidirectional=1, consistent=1, triangles=1)
+    log.add(1, [ADV_A], {"judge_calls": 14.0}, first)
+    log.add(1, [ADV_B], {"judge_calls": 24.0}, second)
+    got = points[0][1]
+    assert got["arena/judge_consistency"] == 3 / 4
+    assert got["arena/judge_tie_rate"] == 1 / 4
+    assert got["arena/judge_cycle_rate"] == 1 / 2
+    assert got["arena/judge_failure_rate"] == 1 / 20
+    assert (got["arena/judge_bidirectional"], got["arena/judge_matches"], got["arena/judge_triangles"]) == (
+        4.0,
+        4.0,
+        2.0,
+    )

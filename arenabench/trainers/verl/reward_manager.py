@@ -48,6 +48,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
+from arenabench.diagnostics import ComparisonHealth, health_metrics
 from arenabench.trainers.verl import reward_workers
 from arenabench.trainers.verl.barrier import GroupBarrier
 from arenabench.trainers.verl.scoring import ArenaScorer, Response, expected_group_size
@@ -119,11 +120,23 @@ class _Step:
     groups: int = 0
     advantages: list[np.ndarray] = field(default_factory=list)
     cumulative: dict[str, float] = field(default_factory=dict)
+    # the step's engine stats summed over its flushes, for diagnostics.health_metrics
+    health: ComparisonHealth = field(default_factory=ComparisonHealth)
+    judge_calls: int = 0
+    retries: int = 0
+    failures: int = 0
+
+    def add_stats(self, stats) -> None:
+        self.health = self.health + stats.health
+        self.judge_calls += stats.judge_calls
+        self.retries += stats.retries
+        self.failures += stats.failures
 
     def absorb(self, other: _Step) -> None:
         self.flushes += other.flushes
         self.groups += other.groups
         self.advantages.extend(other.advantages)
+        self.add_stats(other)
 
 
 class StepLog:
@@ -136,7 +149,9 @@ class StepLog:
     are carried into the next point; the cumulative counters include them anyway. Logged:
     the cumulative counters as after the step's last flush, plus ``arena/flushes``,
     ``arena/step_groups``, ``arena/flush_groups`` (mean groups per flush), ``arena/zero_adv_share``
-    and ``arena/adv_std`` over the step's groups."""
+    and ``arena/adv_std`` over the step's groups, and the judge's health on the step's comparisons
+    (``arena/judge_consistency``, ``_tie_rate``, ``_cycle_rate``, ``_failure_rate`` and their counts:
+    :func:`arenabench.diagnostics.health_metrics`, as the other trainers log it)."""
 
     def __init__(self, log: Callable[[Mapping[str, float], int], None], expected: int):
         if expected < 1:
@@ -148,8 +163,11 @@ class StepLog:
         self.last_logged: int | None = None
         self._lock = threading.Lock()
 
-    def add(self, step: int, advantages: Sequence[np.ndarray], cumulative: Mapping[str, float]) -> None:
-        """One flush's groups of ``step`` (one advantage array per group) and the counters after it."""
+    def add(
+        self, step: int, advantages: Sequence[np.ndarray], cumulative: Mapping[str, float], stats=None
+    ) -> None:
+        """One flush's groups of ``step`` (one advantage array per group), the counters after it and
+        the flush's engine ``StepStats`` (its health, calls, retries, failures; None: nothing)."""
         with self._lock:
             for earlier in sorted(s for s in self.open if s < step):
                 self._emit(earlier)
@@ -161,6 +179,8 @@ class StepLog:
             rec.groups += len(advantages)
             rec.advantages.extend(np.asarray(a, dtype=float) for a in advantages)
             rec.cumulative = dict(cumulative)
+            if stats is not None:
+                rec.add_stats(stats)
             if rec is not self.carry and rec.groups >= self.expected:
                 self._emit(step)
 
@@ -178,6 +198,7 @@ class StepLog:
         if groups:
             metrics["arena/zero_adv_share"] = float(np.mean([not np.any(a) for a in groups]))
             metrics["arena/adv_std"] = float(np.concatenate(groups).std())
+        metrics.update({f"arena/{k}": v for k, v in health_metrics(rec).items()})
         self.log(metrics, step)
         self.last_logged = step
 
@@ -263,13 +284,15 @@ class ArenaRewardManager(RewardManagerBase):
         if self.group_log:
             self._write_groups(groups, results, steps, run)
         if self.steps is not None:
-            for step in sorted({s for s in steps if s is not None}) or [None]:
+            stats = self.scorer.last_stats  # the flush's engine run; a flush that spans two
+            for step in sorted({s for s in steps if s is not None}) or [None]:  # steps: the first
                 advs = [
                     np.array([m["reward_score"] for m in res])
                     for res, s in zip(results, steps, strict=True)
                     if s == step
                 ]
-                self.steps.add(run if step is None else step, advs, self._cumulative())
+                self.steps.add(run if step is None else step, advs, self._cumulative(), stats)
+                stats = None
         return results
 
     def _cumulative(self) -> dict[str, float]:

@@ -138,6 +138,7 @@ class ArenaScorer:
         self.masked_groups = 0  # cumulative groups masked (advantage 0: the judge mostly failed)
         self.runs = 0
         self.totals = {"judge_calls": 0, "failures": 0, "groups": 0, "waves": 0}
+        self.last_stats = None  # the latest engine run's StepStats
         self._lock = threading.Lock()
 
     def _group(self, ready) -> Group:
@@ -165,6 +166,7 @@ class ArenaScorer:
         groups = [self._group(g) for g in ready_groups]
         with self._lock:
             out = self.engine.run(self.constructor, groups, step=self.runs)
+            self.last_stats = out.stats  # the reward manager's per-step judge health reads it
             self.runs += 1
             self.totals["judge_calls"] += out.stats.judge_calls
             self.totals["failures"] += out.stats.failures
