@@ -102,3 +102,16 @@ def expected_group(tokenizer, data, rows, p, constructor="seeded_single_elim", j
     group = Group(PROMPTS[p], tuple(trajs), anchor=0)
     out = Engine(judges.get(judge), seed=0).run(rewards.get(constructor), [group])
     return idx, out.results[0]
+
+
+def logging_worker(cfg, monkeypatch):
+    """verl's real ``RewardLoopWorker`` for ``cfg`` whose reward manager logs into a fresh MLflow
+    run (as the launcher hands ``MLFLOW_RUN_ID`` to Ray workers): ``(worker, uri, run_id)``."""
+    from verl.experimental.reward_loop import RewardLoopWorker
+
+    from arenabench.trainers.verl import launch
+
+    uri, run_id = launch.start_mlflow_run(cfg, launch.job_tags(cfg, "smoke", []))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+    return RewardLoopWorker(cfg), uri, run_id

@@ -5,7 +5,7 @@ import asyncio
 import numpy as np
 import pytest
 import torch
-from helpers import PROMPT_LEN, expected_group, verl_batch
+from helpers import PROMPT_LEN, expected_group, logging_worker, verl_batch
 
 from arenabench.trainers.verl import launch
 from arenabench.trainers.verl.reward_manager import ArenaRewardManager
@@ -76,14 +76,10 @@ def test_judge_accounting_reaches_the_mlflow_run(smoke_env, tokenizer, tmp_path,
     """With MLFLOW_RUN_ID set (the launcher sets it), the reward worker appends the step's
     cumulative judge calls to the run, under the local trainer's metric names."""
     from mlflow.tracking import MlflowClient
-    from verl.experimental.reward_loop import RewardLoopWorker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     cfg = launch.compose("smoke", [f"arenabench.tracking_uri={uri}"])
-    uri, run_id = launch.start_mlflow_run(cfg, launch.job_tags(cfg, "smoke", []))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
-    worker = RewardLoopWorker(cfg)
+    worker, uri, run_id = logging_worker(cfg, monkeypatch)
     data, _ = verl_batch(tokenizer)
     data.non_tensor_batch["global_steps"] = np.full(len(data), 3)  # v1 sends it with every sample
     asyncio.run(worker.compute_score_batch(data))

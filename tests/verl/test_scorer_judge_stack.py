@@ -5,7 +5,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from helpers import expected_group, verl_batch
+from helpers import expected_group, logging_worker, verl_batch
 
 from arenabench.trainers.verl import launch
 from arenabench.trainers.verl.barrier import ReadyGroup
@@ -84,7 +84,6 @@ def test_quality_stays_a_verl_key_and_kinds_come_from_judges_build():
 def test_reward_worker_logs_injected_faults_and_cache_use(smoke_env, tokenizer, tmp_path, monkeypatch):
     """Through verl's real reward worker: the smoke config plus judge.cache and judge.faults."""
     from mlflow.tracking import MlflowClient
-    from verl.experimental.reward_loop import RewardLoopWorker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     cache = tmp_path / "judgments.sqlite"
@@ -97,10 +96,7 @@ def test_reward_worker_logs_injected_faults_and_cache_use(smoke_env, tokenizer, 
             "arenabench.max_retries=8",
         ],
     )
-    uri, run_id = launch.start_mlflow_run(cfg, launch.job_tags(cfg, "smoke", []))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
-    worker = RewardLoopWorker(cfg)
+    worker, uri, run_id = logging_worker(cfg, monkeypatch)
     data, rows = verl_batch(tokenizer)
     data.non_tensor_batch["global_steps"] = np.full(len(data), 1)
     outputs = asyncio.run(worker.compute_score_batch(data))

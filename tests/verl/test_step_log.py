@@ -5,7 +5,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from helpers import verl_batch
+from helpers import logging_worker, verl_batch
 
 from arenabench.trainers.verl import launch
 from arenabench.trainers.verl.reward_manager import StepLog
@@ -59,14 +59,10 @@ def test_through_verls_reward_worker_one_point_for_a_step_scored_in_two_flushes(
     smoke_env, tokenizer, tmp_path, monkeypatch
 ):
     from mlflow.tracking import MlflowClient
-    from verl.experimental.reward_loop import RewardLoopWorker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     cfg = launch.compose("smoke", [f"arenabench.tracking_uri={uri}"])
-    uri, run_id = launch.start_mlflow_run(cfg, launch.job_tags(cfg, "smoke", []))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
-    worker = RewardLoopWorker(cfg)
+    worker, uri, run_id = logging_worker(cfg, monkeypatch)
     data, rows = verl_batch(tokenizer)
     data.non_tensor_batch["global_steps"] = np.full(len(data), 1)
 
