@@ -22,6 +22,14 @@ def soft_outcome(verdict, gamma: float):
     """Verdict +1 / 0 / −1 → γ / ½ / 1−γ, so an unreliable judge's win counts as less than certain."""
     if not 0.5 < gamma <= 1.0:
         raise ValueError(f"gamma must lie in (0.5, 1], got {gamma}")
+    if isinstance(verdict, int | float | np.floating | np.integer):  # one sample: no array round trip
+        if verdict == 1:
+            return float(gamma)
+        if verdict == -1:
+            return float(1.0 - gamma)
+        if verdict == 0:
+            return 0.5
+        raise ValueError("verdicts must be +1 (first wins), 0 (tie) or -1 (first loses)")
     v = np.asarray(verdict)
     if not np.all(np.isin(v, (-1, 0, 1))):
         raise ValueError("verdicts must be +1 (first wins), 0 (tie) or -1 (first loses)")
