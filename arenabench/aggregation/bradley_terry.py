@@ -17,6 +17,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
+BAD_VERDICT = "verdicts must be +1 (first wins), 0 (tie) or -1 (first loses)"
+
 
 def soft_outcome(verdict, gamma: float):
     """Verdict +1 / 0 / −1 → γ / ½ / 1−γ, so an unreliable judge's win counts as less than certain."""
@@ -29,10 +31,10 @@ def soft_outcome(verdict, gamma: float):
             return float(1.0 - gamma)
         if verdict == 0:
             return 0.5
-        raise ValueError("verdicts must be +1 (first wins), 0 (tie) or -1 (first loses)")
+        raise ValueError(BAD_VERDICT)
     v = np.asarray(verdict)
     if not np.all(np.isin(v, (-1, 0, 1))):
-        raise ValueError("verdicts must be +1 (first wins), 0 (tie) or -1 (first loses)")
+        raise ValueError(BAD_VERDICT)
     out = np.where(v > 0, gamma, np.where(v < 0, 1.0 - gamma, 0.5))
     return float(out) if out.ndim == 0 else out
 

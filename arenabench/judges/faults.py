@@ -162,7 +162,7 @@ class FaultyJudge(WrapperStats):
         return requests, faults, [r for r, f in zip(requests, faults, strict=True) if f is None]
 
     def _merge(self, requests, faults, got, nan_reply) -> list:
-        if len(got) != len(requests) - sum(f is not None for f in faults):
+        if len(got) != faults.count(None):
             raise RuntimeError(f"inner judge answered {len(got)} of {faults.count(None)} requests")
         answers = iter(got)
         out = []

@@ -73,7 +73,7 @@ class JudgeStack(WrapperStats):
                 judge, JudgmentCache(path), model=model, rubric=rubric, key_extra=dict(key_extra or {})
             )
             judge = self.cached
-        self.outer = self.inner = judge
+        self.inner = judge  # the outermost layer: what the engine's calls go through
         self.latencies: list[float] = []
         self._last = self._counters()
 
@@ -88,14 +88,14 @@ class JudgeStack(WrapperStats):
     def _timed(self, method: str, requests):
         t0 = time.perf_counter()
         try:
-            return getattr(self.outer, method)(requests)
+            return getattr(self.inner, method)(requests)
         finally:
             self.latencies.append(time.perf_counter() - t0)
 
     async def _atimed(self, method: str, requests):
         t0 = time.perf_counter()
         try:
-            return await getattr(self.outer, method)(requests)
+            return await getattr(self.inner, method)(requests)
         finally:
             self.latencies.append(time.perf_counter() - t0)
 
@@ -112,7 +112,7 @@ class JudgeStack(WrapperStats):
         return await self._atimed("ascore_points", requests)
 
     def _counters(self) -> dict[str, float]:
-        stats = self.outer.stats
+        stats = self.stats
         return {name: float(stats[key]) for key, name in _STEP_COUNTERS.items()}
 
     def step_metrics(self) -> dict[str, float]:
