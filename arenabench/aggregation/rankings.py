@@ -82,7 +82,7 @@ def elo(n: int, i, j, o, k: float = ELO_K, scale: float = ELO_SCALE) -> np.ndarr
     return np.where(seen, r, np.nan)
 
 
-SNAP = 1e-7  # strengths closer than this are one value (the fit is accurate to ~1e-9)
+SNAP = 1e-7  # strengths closer than this are one value (the fit is exact to ~1e-15)
 
 
 def snap(x: np.ndarray, tol: float = SNAP) -> np.ndarray:
@@ -91,12 +91,12 @@ def snap(x: np.ndarray, tol: float = SNAP) -> np.ndarray:
     constructor's tie-break decides between them, not the optimizer's round-off."""
     x = np.asarray(x, dtype=float).copy()
     ok = np.flatnonzero(~np.isnan(x))
+    if len(ok) < 2:
+        return x
     order = ok[np.argsort(x[ok], kind="stable")]
-    start = 0
-    for k in range(1, len(order) + 1):
-        if k == len(order) or x[order[k]] - x[order[k - 1]] >= tol:
-            x[order[start:k]] = x[order[start:k]].mean()
-            start = k
+    v = x[order]
+    run = np.concatenate([[0], np.cumsum(np.diff(v) >= tol)])  # run number of each sorted value
+    x[order] = (np.bincount(run, v) / np.bincount(run))[run]
     return x
 
 

@@ -44,12 +44,13 @@ def observations(
     return obs, failed, fallback
 
 
-def fit(n: int, obs: list[Observation], l2: float) -> np.ndarray:
-    """Bradley-Terry strengths of ``n`` trajectories (all zero without observations)."""
+def fit(n: int, obs: list[Observation], l2: float, init: np.ndarray | None = None) -> np.ndarray:
+    """Bradley-Terry strengths of ``n`` trajectories (all zero without observations); ``init``
+    (e.g. the previous wave's fit) only saves Newton steps."""
     if not obs:
         return np.zeros(n)
     i, j, o = (np.array(c) for c in zip(*obs, strict=True))
-    return bradley_terry(n, i.astype(int), j.astype(int), o.astype(float), l2=l2)
+    return bradley_terry(n, i.astype(int), j.astype(int), o.astype(float), l2=l2, init=init)
 
 
 def evidence(n: int, obs: list[Observation]) -> np.ndarray:
@@ -84,5 +85,5 @@ class BradleyTerryBase(Constructor):
     def observations(self, results: list[MatchResult], probs: bool = False):
         return observations(results, self.gamma, probs)  # type: ignore[attr-defined]
 
-    def fit(self, n: int, obs: list[Observation]) -> np.ndarray:
-        return fit(n, obs, self.l2)  # type: ignore[attr-defined]
+    def fit(self, n: int, obs: list[Observation], init: np.ndarray | None = None) -> np.ndarray:
+        return fit(n, obs, self.l2, init)  # type: ignore[attr-defined]

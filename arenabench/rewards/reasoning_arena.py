@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
+import numpy as np
+
+from arenabench.aggregation.rankings import snap
 from arenabench.rewards.base import Outcome, register, trivial_outcome
 from arenabench.rewards.bradley_terry import BradleyTerryBase, Observation, evidence, unit_reward
 from arenabench.rewards.failures import failure_flags
@@ -25,8 +28,8 @@ class _ArenaBase(BradleyTerryBase):
         super().__post_init__()
         self.check_fit_params()
 
-    def outcome(self, n: int, obs: list[Observation], failed: int) -> Outcome:
-        theta = self.fit(n, obs)
+    def outcome(self, n: int, obs: list[Observation], failed: int, init=None) -> Outcome:
+        theta = self.fit(n, obs, init)
         reward = unit_reward(theta, evidence(n, obs))
         return Outcome(reward=reward, flags=failure_flags(failed), extra={"strength": theta})
 
@@ -37,7 +40,8 @@ class ReasoningArenaLive(_ArenaBase):
     """Traces arrive in index order; each new one plays the current best, worst and median
     of those already placed (fewer while fewer exist): 0 + 1 + 2 + 3(N−3) = 3N − 6
     comparisons (18 at N = 8) in N − 1 waves. "Current" = the BT fit so far, ties by
-    arrival. Then BT over everything, min-max to [0, 1] (γ = ``gamma``, L2 = ``l2``; our
+    arrival (strengths within the fit's round-off, 1e-7, are ties: ``snap``; each wave's fit
+    starts from the last). Then BT over everything, min-max to [0, 1] (γ = ``gamma``, L2 = ``l2``; our
     defaults — a trace with no successful comparison is unranked, flagged).
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
@@ -53,17 +57,19 @@ class ReasoningArenaLive(_ArenaBase):
         n = len(group)
         obs: list[Observation] = []
         failed = 0
+        theta = np.zeros(n)
         for t in range(1, n):
             placed = list(range(t))
-            theta = self.fit(n, obs)
-            standing = sorted(placed, key=lambda k: (-theta[k], k))
+            theta = self.fit(n, obs, theta)
+            level = snap(theta)
+            standing = sorted(placed, key=lambda k: (-level[k], k))
             picks = [standing[0], standing[-1], standing[len(standing) // 2]]
             opponents = list(dict.fromkeys(picks))
             results = yield [self.match(t, o) for o in opponents]
             new, f, _ = self.observations(results)
             obs += new
             failed += f
-        return self.outcome(n, obs, failed)
+        return self.outcome(n, obs, failed, theta)
 
 
 @register("reasoning_arena_full")

@@ -246,6 +246,7 @@ def test_bt_weight_counts_as_repetition():
         dict(outcome=[1.5]),
         dict(outcome=[np.nan]),
         dict(weight=[-1.0]),
+        dict(weight=[np.inf]),
     ],
 )
 def test_bt_invalid_inputs(kwargs):

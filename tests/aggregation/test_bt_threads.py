@@ -15,7 +15,7 @@ def _blas_threads():
     return [x["num_threads"] for x in threadpoolctl.threadpool_info() if x["user_api"] == "blas"]
 
 
-@pytest.mark.parametrize("n", [2, 8, 16, 64])
+@pytest.mark.parametrize("n", [2, 8, 16, 64, 128])  # 128: above UNSPLIT_FIT, limited
 def test_one_blas_thread_gives_the_same_fit(n, monkeypatch):
     rng = np.random.default_rng(n)
     m = 3 * n
