@@ -45,7 +45,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
+import heapq
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -307,7 +310,7 @@ class PipelinedStepRun(StepRun):
         self._waves: dict[int, int] = {}
 
     async def play(self) -> StepResult:
-        self._slots = asyncio.Semaphore(self.engine.inflight_limit)
+        self._slots = _Slots(self.engine.inflight_limit)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         try:
             await asyncio.gather(*(self._drive(g) for g in list(self.playing)))
@@ -369,7 +372,7 @@ class PipelinedStepRun(StepRun):
         stats.judge_calls += 1
         cost.judge_calls += 1
         for attempt in range(max_retries + 1):
-            rep = await self._call(kind, req if attempt == 0 else _with_attempt(req, attempt))
+            rep = await self._call(kind, req if attempt == 0 else _with_attempt(req, attempt), cost)
             why = check(rep)
             if why is None:
                 return rep
@@ -383,7 +386,7 @@ class PipelinedStepRun(StepRun):
             cost.judge_calls += 1
         return None  # unreachable
 
-    async def _call(self, kind: str, req):
+    async def _call(self, kind: str, req, cost: Accounting):
         """One request to the judge, under the shared in-flight limit; an exception is a failure."""
         if kind == "pair":
             judge, method, what = self.engine.judge, "judge_pairs", "pairwise"
@@ -391,7 +394,7 @@ class PipelinedStepRun(StepRun):
             judge, method, what = self.engine.pointwise_judge, "score_points", "pointwise"
         if judge is None:
             raise ValueError(f"this constructor needs a {what} judge, but the engine has none")
-        async with self._slots:
+        async with self._slots.slot(cost.waves):
             self.stats.judge_batches += 1
             try:
                 amethod = getattr(judge, "a" + method, None)
@@ -407,6 +410,47 @@ class PipelinedStepRun(StepRun):
             except Exception as exc:  # as in lockstep: an error fails the request, the engine retries
                 return JudgeFailure(f"{type(exc).__name__}: {exc}")
         return replies[0]
+
+
+class _Slots:
+    """The shared in-flight limit. A free slot goes to the waiting request whose group has played
+    the fewest waves (then first come): the group furthest behind has the longest chain of
+    waves still to play, so it goes first — highest-level-first list scheduling (Hu, 1961),
+    which shortens the step's tail (``results/bench/pipeline.md``). Only timing depends on it."""
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self.waiting: list[tuple[int, int, asyncio.Future]] = []  # a heap: (waves, arrival, waker)
+        self._arrival = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, waves: int):
+        await self._acquire(waves)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, waves: int) -> None:
+        if self.free > 0 and not self.waiting:
+            self.free -= 1
+            return
+        waker = asyncio.get_running_loop().create_future()
+        heapq.heappush(self.waiting, (waves, next(self._arrival), waker))
+        try:
+            await waker
+        except asyncio.CancelledError:
+            if waker.done() and not waker.cancelled():  # handed a slot while being cancelled
+                self._release()
+            raise
+
+    def _release(self) -> None:
+        while self.waiting:
+            waker = heapq.heappop(self.waiting)[2]
+            if not waker.done():  # a cancelled waiter is skipped
+                waker.set_result(None)
+                return
+        self.free += 1
 
 
 def _group_replies(run: GroupRun, refs: list, pair_out: Sequence, point_out: Sequence) -> Replies:

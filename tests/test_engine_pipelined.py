@@ -188,3 +188,29 @@ def test_pipelined_beats_lockstep_on_a_heavy_tailed_served_judge():
     assert judge.busy_s == pytest.approx(busy)  # the same work
     assert pipe_s < 0.9 * lock_s
     assert judge.utilization(pipe_s) > judge.utilization(lock_s)
+
+
+def test_slots_go_to_the_group_furthest_behind_then_first_come():
+    """The in-flight limit's queue: fewest waves played first, arrival order among equals; a
+    waiter cancelled in the queue neither takes a slot nor loses one."""
+    from arenabench.engine import _Slots
+
+    async def main():
+        slots, order = _Slots(1), []
+
+        async def req(name, waves, hold=0.0):
+            async with slots.slot(waves):
+                order.append(name)
+                await asyncio.sleep(hold)
+
+        first = asyncio.create_task(req("holder", 0, hold=0.01))
+        await asyncio.sleep(0)  # the holder takes the only slot; the rest queue behind it
+        tasks = [asyncio.create_task(req(n, w)) for n, w in [("a2", 2), ("b0", 0), ("c1", 1), ("d0", 0)]]
+        doomed = asyncio.create_task(req("cancelled", 0))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        await asyncio.gather(first, *tasks)
+        assert slots.free == 1 and not slots.waiting
+        return order
+
+    assert asyncio.run(main()) == ["holder", "b0", "d0", "c1", "a2"]
