@@ -59,10 +59,8 @@ class ReasoningArenaLive(_ArenaBase):
         failed = 0
         theta = np.zeros(n)
         for t in range(1, n):
-            placed = list(range(t))
             theta = self.fit(n, obs, theta)
-            level = snap(theta)
-            standing = sorted(placed, key=lambda k: (-level[k], k))
+            standing = by_strength(theta, t)
             picks = [standing[0], standing[-1], standing[len(standing) // 2]]
             opponents = list(dict.fromkeys(picks))
             results = yield [self.match(t, o) for o in opponents]
@@ -70,6 +68,13 @@ class ReasoningArenaLive(_ArenaBase):
             obs += new
             failed += f
         return self.outcome(n, obs, failed, theta)
+
+
+def by_strength(theta: np.ndarray, t: int) -> list[int]:
+    """The first ``t`` traces, strongest first; strengths within the fit's round-off (``snap``)
+    tie, and ties go by arrival."""
+    level = snap(theta[:t])
+    return sorted(range(t), key=lambda k: (-level[k], k))
 
 
 @register("reasoning_arena_full")

@@ -59,3 +59,37 @@ def test_noiseless_bradley_terry_finds_the_true_best(name, noiseless):
             assert r.reward.min() == 0.0  # min-max to [0, 1]
             if name == "reasoning_arena_full":  # all pairs: the whole order
                 np.testing.assert_array_equal(r.rank, true_rank(g))
+
+
+def test_live_strength_ties_go_by_arrival():
+    """Traces 1, 2, 3 are equally good and beat 0: their strengths are equal in theory, so the
+    standing is 1, 2, 3, 0 by arrival (not by the optimizer's round-off), and trace 4 plays the
+    best (1), the worst (0) and the median (standing[2] = 3)."""
+    from arenabench.types import Group, Trajectory
+
+    q = [0.0, 1.0, 1.0, 1.0, 0.5]
+    group = Group("p", tuple(Trajectory(f"t{k}", f"text {k}", meta={"quality": v}) for k, v in enumerate(q)))
+    gen = rewards.get("reasoning_arena_live").play(group, np.random.default_rng(0))
+    asks, opponents = next(gen), []
+    while True:
+        opponents.append([m.j for m in asks])
+        results = []
+        for m in asks:  # a perfect judge: the better side wins, equals tie
+            s = (
+                float(q[m.i] > q[m.j]) + 0.5 * (q[m.i] == q[m.j]),
+                float(q[m.j] > q[m.i]) + 0.5 * (q[m.i] == q[m.j]),
+            )
+            results.append(MatchResult(m.i, m.j, 2 * s[0], 2 * s[1], samples=[s, s]))
+        try:
+            asks = gen.send(results)
+        except StopIteration:
+            break
+    assert opponents == [[0], [1, 0], [1, 0, 2], [1, 0, 3]]
+
+
+def test_live_standing_treats_round_off_as_a_tie():
+    from arenabench.rewards.reasoning_arena import by_strength
+
+    theta = np.array([0.0, 1.0, 1.0 + 1e-12, 1.0 - 1e-12, -0.5, 9.0])  # 5 has not arrived yet
+    assert by_strength(theta, 5) == [1, 2, 3, 0, 4]
+    assert by_strength(np.array([0.0, 1e-6, 2e-6]), 3) == [2, 1, 0]  # real gaps still order
