@@ -11,6 +11,7 @@ stays under 2%. Run: ``python benchmarks/overhead.py [--quick]``.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -35,10 +36,13 @@ class Config:
     latency_s: float = 0.010  # the L the share is quoted at
     k_step: int = 8  # the K the share is quoted at
     api_concurrency: int = 32  # the API model's requests in flight (L per request = latency_s)
+    live_sizes: tuple[int, ...] = (8, 16)  # N for the live arena vs single-elimination check (K = 8)
+    live_repeats: int = 9
 
 
 FULL = Config()
-QUICK = Config(sizes=(8,), groups=(2,), min_s=0.0, max_repeats=1)
+QUICK = Config(sizes=(8,), groups=(2,), min_s=0.0, max_repeats=1, live_sizes=(8,), live_repeats=1)
+LIVE_VS = ("reasoning_arena_live", "seeded_single_elim")
 
 
 def measure(spec: str, groups, cfg: Config) -> dict:
@@ -99,6 +103,8 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
             )
     common.save_csv(out, "overhead.csv", rows)
     s = summarize(rows, cfg)
+    live = live_vs_single_elim(cfg)
+    s["live_over_single_elim"] = {f"N={r['N']}, {r['blas_threads']} BLAS": r["ratio"] for r in live}
     L = cfg.latency_s * 1e3
     body = [
         f"Zero-latency `LatencyJudge` around the `calibrated` simulated judge; overhead = step wall − the "
@@ -118,6 +124,9 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
         "- engine + constructor cost per judge request (median over rows): "
         f"{s['median_us_per_request']:.1f} µs.",
         f"- heaviest: {', '.join(s['heaviest'])}.",
+        "- the live Reasoning Arena's step over seeded single-elimination's (K = 8, the plain `calibrated` "
+        "judge, wall time, median of interleaved runs), with BLAS on one thread and on every core (what a "
+        "caller gets by default): " + reporting.listing(s["live_over_single_elim"], ".2f", label="{}:") + ".",
     ]
     if skipped:
         body += ["", "Skipped: " + "; ".join(skipped)]
@@ -139,6 +148,7 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
     tables = [
         f"## N = {n}\n\n" + reporting.md_table([r for r in shown if r["N"] == n], cols) for n in cfg.sizes
     ]
+    tables.append("## Live arena vs single-elimination, by BLAS threads\n\n" + reporting.md_table(live))
     common.write_page(
         out,
         "overhead.md",
@@ -148,6 +158,38 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
         quick,
     )
     return s
+
+
+def live_vs_single_elim(cfg: Config) -> list[dict]:
+    """Issue 17's check: the live arena (a Bradley-Terry refit every wave) per step, over seeded
+    single-elimination's, with the caller's BLAS on one thread and on every core (a threaded
+    BLAS used to wake its pool on each small fit: 7x slower steps on a busy machine)."""
+    from threadpoolctl import threadpool_limits
+
+    rows = []
+    for n in cfg.live_sizes:
+        groups = common.groups_for(8, n, seed=1)
+        for threads in sorted({1, os.cpu_count() or 1}):
+            walls: dict[str, list[float]] = {spec: [] for spec in LIVE_VS}
+            with threadpool_limits(limits=threads, user_api="blas"):
+                for _ in range(cfg.live_repeats):  # interleaved: both see the same machine load
+                    for spec in LIVE_VS:
+                        t0 = time.perf_counter()
+                        Engine(judges.get("calibrated")).run(rewards.from_spec(spec), groups)
+                        walls[spec].append(time.perf_counter() - t0)
+            live, single = (statistics.median(walls[spec]) for spec in LIVE_VS)
+            rows.append(
+                {
+                    "N": n,
+                    "K": 8,
+                    "blas_threads": threads,
+                    "live_ms": live * 1e3,
+                    "single_elim_ms": single * 1e3,
+                    "ratio": live / single,
+                }
+            )
+            common.progress("overhead", f"live / single-elim N={n}, {threads} BLAS: {live / single:.2f}x")
+    return rows
 
 
 def _pct(v: float) -> str:
