@@ -22,7 +22,8 @@ Two schedules (``Engine(schedule=...)``):
   its next wave goes out as soon as its previous one is answered. Requests go to the judge one
   at a time (``ajudge_pairs([req])`` / ``ascore_points([req])`` when the judge has them, else
   its sync method in a worker thread), at most ``max_inflight`` in flight across all groups (a
-  shared limit). The mode for a served judge with continuous batching (:class:`OpenAIJudge`),
+  shared limit; a free slot goes to the group furthest behind, :class:`_Slots`). The mode for a
+  served judge with continuous batching (:class:`OpenAIJudge`),
   where a lockstep wave waits for its slowest reply.
 * ``"auto"`` (default) — pipelined when every judge the engine holds says
   ``prefers_pipelined = True``, lockstep otherwise (so the simulated and vLLM judges, and any
