@@ -218,10 +218,11 @@ def _goal_lines(g: dict) -> str:
         + ". A one-wave step is one batch, so no schedule of the engine's changes it: the same requests "
         "sent longest first — possible only if each reply's length were known before it is sent — "
         f"take a median {g['one-wave longest first median']:.2f}× the bound (worst "
-        f"{g['one-wave longest first worst']:.2f}×; column *longest first / bound*). The gap is the "
-        "heavy tail of reply lengths that the sender cannot see (at K = 64 the longest reply is close to "
-        "the whole step's work / slots), not the schedule; at K = 256 the work dwarfs the tail. Any "
-        "work-conserving schedule is within work / slots + critical path (Graham's bound), ≤ 2× the bound. "
+        f"{g['one-wave longest first worst']:.2f}×; column *longest first / bound*). So the gap is the "
+        "heavy tail of reply lengths, which the sender cannot see (first come, first served can start the "
+        "longest reply last), not the schedule; it shrinks as K grows, since the work grows and the longest "
+        "reply hardly does. Any work-conserving schedule is within work / slots + critical path "
+        "(Graham's bound), ≤ 2× the bound. "
         "The pipelined queue hands a free slot to the group furthest behind (fewest waves played)."
     )
 
