@@ -25,14 +25,27 @@ def ranks_from_keys(*keys: np.ndarray) -> np.ndarray:
     out = np.full(len(first), np.nan)
     if not ranked.any():
         return out
-    cols = [np.nan_to_num(np.asarray(k, dtype=float)[ranked], nan=-np.inf) for k in keys]
+    cols = [_sort_key(np.asarray(k, dtype=float)[ranked]) for k in keys]
     order = np.lexsort([-c for c in reversed(cols)])  # best first
-    pos = np.empty(len(order))
-    pos[order] = np.arange(len(order))
-    _, tie = np.unique(np.column_stack(cols), axis=0, return_inverse=True)
-    tie = tie.ravel()
-    out[ranked] = (np.bincount(tie, weights=pos) / np.bincount(tie))[tie]
+    # exact ties (equal in every key) are runs of the sorted order; the run at positions
+    # s .. e − 1 shares their mean, (s + e − 1) / 2 (no np.unique(axis=0): it ran per group)
+    new_run = np.zeros(len(order), dtype=bool)
+    new_run[0] = True
+    for c in cols:
+        c = c[order]
+        new_run[1:] |= c[1:] != c[:-1]
+    starts = np.flatnonzero(new_run)
+    ends = np.append(starts[1:], len(order))
+    rank = np.empty(len(order))
+    rank[order] = np.repeat((starts + ends - 1) / 2, ends - starts)
+    out[ranked] = rank
     return out
+
+
+def _sort_key(x: np.ndarray) -> np.ndarray:
+    """``x`` for sorting: NaN lowest (``nan_to_num(nan=-inf)``, ±inf to ±max), called only
+    when needed (it costs more than the rest of a small ranking)."""
+    return x if np.isfinite(x).all() else np.nan_to_num(x, nan=-np.inf)
 
 
 def rank_rewards(rank: np.ndarray) -> np.ndarray:

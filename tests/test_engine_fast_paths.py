@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from arenabench.advantages import ranks_from_keys
 from arenabench.diagnostics import ComparisonHealth, comparison_health, triangles
 from arenabench.types import MatchResult
 
@@ -49,3 +50,33 @@ def test_comparison_health_counts_as_the_general_code():
             si, sj = sum(a for a, _ in samples), sum(b for _, b in samples)
             results.append(MatchResult(i, j, si, sj, samples=samples, orders=list(orders)))
         assert comparison_health(n, results) == _health_by_hand(n, results)
+
+
+def _ranks_by_hand(*keys):
+    """ranks_from_keys as it was first written: tie groups from np.unique over the key rows."""
+    first = np.asarray(keys[0], dtype=float)
+    ranked = ~np.isnan(first)
+    out = np.full(len(first), np.nan)
+    if not ranked.any():
+        return out
+    cols = [np.nan_to_num(np.asarray(k, dtype=float)[ranked], nan=-np.inf) for k in keys]
+    order = np.lexsort([-c for c in reversed(cols)])
+    pos = np.empty(len(order))
+    pos[order] = np.arange(len(order))
+    _, tie = np.unique(np.column_stack(cols), axis=0, return_inverse=True)
+    tie = tie.ravel()
+    out[ranked] = (np.bincount(tie, weights=pos) / np.bincount(tie))[tie]
+    return out
+
+
+def test_ranks_from_keys_ties_as_the_unique_rows_did():
+    """Ties (±0 equal), NaN (unranked first key, lowest later key) and ±inf (equal to ±max, as
+    nan_to_num maps them) rank exactly as before."""
+    big = np.finfo(float).max
+    values = np.array([0.0, -0.0, 1.0, -1.0, 0.5, np.nan, np.inf, -np.inf, big, -big])
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        n, k = int(rng.integers(1, 10)), int(rng.integers(1, 4))
+        pool = values[: int(rng.integers(2, len(values) + 1))]
+        keys = [rng.choice(pool, size=n) for _ in range(k)]
+        assert ranks_from_keys(*keys).tobytes() == _ranks_by_hand(*keys).tobytes(), keys
