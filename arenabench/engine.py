@@ -411,18 +411,20 @@ class PipelinedStepRun(StepRun):
 
 def _group_replies(run: GroupRun, refs: list, pair_out: Sequence, point_out: Sequence) -> Replies:
     """Group ``run``'s replies to its asks from the wave's outputs (None = failed), counting
-    its failed requests."""
+    its failed requests (those a result has no sample of)."""
     replies: Replies = []
+    failures = 0
     for ask, r in zip(run.asks, refs, strict=True):
         if isinstance(ask, Match):
             got = [(order, pair_out[idx]) for order, idx in r]
-            replies.append(_match_result(ask, got))
-            run.matches.append(replies[-1])
-            run.cost.failures += sum(rep is None for _, rep in got)
+            res = _match_result(ask, got)
+            run.matches.append(res)
         else:
             got = [point_out[idx] for idx in r]
-            replies.append(_score_result(ask, got))
-            run.cost.failures += sum(rep is None for rep in got)
+            res = _score_result(ask, got)
+        replies.append(res)
+        failures += len(got) - len(res.samples)
+    run.cost.failures += failures
     return replies
 
 
@@ -497,6 +499,15 @@ def _shown(ask: Match) -> tuple[int, ...]:
 
 def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
     """A match's result from its (order, reply) pairs; a failed request (None) is left out."""
+    if len(got) == 2 and ask.votes == 1 and ask.first is None:
+        (first, fwd), (_, rev) = got
+        if first == 0 and fwd is not None and rev is not None:
+            return _both_orders_one_vote(ask, fwd, rev)
+    return _any_match_result(ask, got)
+
+
+def _any_match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
+    """:func:`_match_result` for any shown orders, votes and failures."""
     per_order: list[list[tuple[float, float]]] = [[], []]
     probs: list[list[float | None]] = [[], []]
     for o, rep in got:
@@ -542,6 +553,25 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
         prob_i=prob_i,
         orders=orders,
         one_order=len(shown) == 1,
+    )
+
+
+def _both_orders_one_vote(ask: Match, fwd: PairJudgment, rev: PairJudgment) -> MatchResult:
+    """:func:`_match_result` of the common case, a match shown in both orders with one vote each
+    and both answered, without its per-order lists (it ran for every match). The same arithmetic:
+    an order's vote mean is ``sum`` of one score, ``0 + score``, and the two orders need no scale."""
+    pf, pr = fwd.prob_a, rev.prob_a
+    pr = None if pr is None else 1.0 - pr  # order 1 shows (j, i): P(i better) = 1 − P(A)
+    flat = [p for p in (pf, pr) if p is not None]
+    return MatchResult(
+        ask.i,
+        ask.j,
+        (0.0 + fwd.score_a) + (0.0 + rev.score_b),
+        (0.0 + fwd.score_b) + (0.0 + rev.score_a),
+        samples=[(fwd.score_a, fwd.score_b), (rev.score_b, rev.score_a)],
+        probs=flat,
+        prob_i=_mean([_mean([pf]), _mean([pr])]) if len(flat) == 2 else math.nan,
+        orders=[0, 1],
     )
 
 

@@ -3,12 +3,65 @@ change a single result): the one-vote, both-orders match result, the per-group j
 counts and the ranking of tied keys."""
 
 import math
+import struct
 
 import numpy as np
+import pytest
 
 from arenabench.advantages import ranks_from_keys
 from arenabench.diagnostics import ComparisonHealth, comparison_health, triangles
-from arenabench.types import MatchResult
+from arenabench.engine import _any_match_result, _match_result
+from arenabench.types import Match, MatchResult, PairJudgment
+
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered")
+
+SCORES = [0.0, -0.0, 1.0, 7.5, 0.1, 0.2, 5e-324, 1.7976931348623157e308, -1.7976931348623157e308, 3, 10]
+PROBS = [None, 0.0, -0.0, 1.0, 0.5, 0.3, 0.7, 5e-324, 1]
+
+
+def _canon(x):
+    """A value with its type and float bits (NaN as one tag), for exact comparison."""
+    if isinstance(x, float):
+        return (type(x).__name__, "nan" if math.isnan(x) else struct.pack("<d", x))
+    if isinstance(x, list | tuple):
+        return (type(x).__name__, [_canon(v) for v in x])
+    if isinstance(x, MatchResult):
+        return [(k, _canon(v)) for k, v in vars(x).items()]
+    return (type(x).__name__, x)
+
+
+def _reply(rng):
+    a, b = (SCORES[k] for k in rng.integers(len(SCORES), size=2))
+    if rng.random() < 0.2:
+        a, b = np.float64(a), np.float64(b)
+    return PairJudgment(a, b, PROBS[rng.integers(len(PROBS))])
+
+
+def test_one_vote_both_orders_fast_path_matches_the_general_result():
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        ask = Match(int(rng.integers(5)), 5)
+        got = [(0, _reply(rng)), (1, _reply(rng))]
+        fast = _match_result(ask, got)
+        assert _canon(fast) == _canon(_any_match_result(ask, got)), (ask, got)
+
+
+@pytest.mark.parametrize(
+    "ask,orders",
+    [
+        (Match(0, 1), (0, 1)),  # a failed request: the general path
+        (Match(0, 1, votes=2), (0, 0, 1, 1)),
+        (Match(0, 1, votes=3), (0, 0, 0, 1, 1, 1)),
+        (Match(0, 1, first=0), (0,)),
+        (Match(0, 1, first=1), (1,)),
+        (Match(0, 1, votes=2, first=1), (1, 1)),
+    ],
+)
+def test_match_results_off_the_fast_path_are_the_general_results(ask, orders):
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        got = [(o, None if rng.random() < 0.25 else _reply(rng)) for o in orders]
+        assert _canon(_match_result(ask, got)) == _canon(_any_match_result(ask, got))
 
 
 def _health_by_hand(n, results):
