@@ -233,10 +233,7 @@ class StepRun:
         stats = self.stats
         pairs, points = _Batch(), _Batch()
         # refs[g][k]: the unique requests behind group g's k-th ask
-        refs = {
-            g: [_expand(ask, run.group, g, pairs, points) for ask in run.asks]
-            for g, run in self.playing.items()
-        }
+        refs = {g: _expand_wave(run.asks, run.group, g, pairs, points) for g, run in self.playing.items()}
         pair_out, pair_retried = self._send(
             self.engine.judge, "judge_pairs", pairs.reqs, _valid_pair, "pairwise"
         )
@@ -451,19 +448,37 @@ class _Batch:
 def _expand(ask, group: Group, g: int, pairs: _Batch, points: _Batch) -> list:
     """Add an ask's judge requests to the wave's batches: a match is its shown orders × votes
     (``(order, index)`` per request), a score is its votes (an index per request)."""
-    trajs, pk = group.arena, group.key
-    if isinstance(ask, Match):
-        refs = []
-        for o in _shown(ask):
-            x, y = (ask.i, ask.j) if o == 0 else (ask.j, ask.i)
-            for v in range(ask.votes):
-                req = PairRequest(group.prompt, trajs[x], trajs[y], v)
-                refs.append((o, pairs.add((pk, trajs[x].key, trajs[y].key, v), req, g)))
-        return refs
-    if isinstance(ask, Score):
-        t = trajs[ask.i]
-        return [points.add((pk, t.key, v), PointRequest(group.prompt, t, v), g) for v in range(ask.votes)]
-    raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
+    return _expand_wave([ask], group, g, pairs, points)[0]
+
+
+def _expand_wave(asks: Asks, group: Group, g: int, pairs: _Batch, points: _Batch) -> list[list]:
+    """:func:`_expand` of each of a group's asks, in order."""
+    trajs, pk, prompt = group.arena, group.key, group.prompt
+    out = []
+    for ask in asks:
+        if isinstance(ask, Match):
+            ti, tj = trajs[ask.i], trajs[ask.j]
+            ki, kj = ti.key, tj.key
+            if ask.first is None and ask.votes == 1:  # the common case, unrolled: (i, j) then (j, i)
+                out.append(
+                    [
+                        (0, pairs.add((pk, ki, kj, 0), PairRequest(prompt, ti, tj, 0), g)),
+                        (1, pairs.add((pk, kj, ki, 0), PairRequest(prompt, tj, ti, 0), g)),
+                    ]
+                )
+                continue
+            refs = []
+            for o in _shown(ask):
+                a, b, ka, kb = (ti, tj, ki, kj) if o == 0 else (tj, ti, kj, ki)
+                for v in range(ask.votes):
+                    refs.append((o, pairs.add((pk, ka, kb, v), PairRequest(prompt, a, b, v), g)))
+            out.append(refs)
+        elif isinstance(ask, Score):
+            t = trajs[ask.i]
+            out.append([points.add((pk, t.key, v), PointRequest(prompt, t, v), g) for v in range(ask.votes)])
+        else:
+            raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
+    return out
 
 
 def _valid_pair(x) -> str | None:
@@ -570,7 +585,8 @@ def _both_orders_one_vote(ask: Match, fwd: PairJudgment, rev: PairJudgment) -> M
         (0.0 + fwd.score_b) + (0.0 + rev.score_a),
         samples=[(fwd.score_a, fwd.score_b), (rev.score_b, rev.score_a)],
         probs=flat,
-        prob_i=_mean([_mean([pf]), _mean([pr])]) if len(flat) == 2 else math.nan,
+        # _mean([_mean([pf]), _mean([pr])]), a one-value mean being float(p) + 0.0
+        prob_i=((float(pf) + 0.0) + (float(pr) + 0.0)) / 2.0 if len(flat) == 2 else math.nan,
         orders=[0, 1],
     )
 
