@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from arenabench.advantages import ranks_from_keys
+from arenabench.advantages import ranks_from_keys, standardize
 from arenabench.diagnostics import ComparisonHealth, comparison_health, triangles
 from arenabench.engine import _any_match_result, _match_result
 from arenabench.types import Match, MatchResult, PairJudgment
@@ -133,3 +133,39 @@ def test_ranks_from_keys_ties_as_the_unique_rows_did():
         pool = values[: int(rng.integers(2, len(values) + 1))]
         keys = [rng.choice(pool, size=n) for _ in range(k)]
         assert ranks_from_keys(*keys).tobytes() == _ranks_by_hand(*keys).tobytes(), keys
+
+
+def _standardize_by_hand(reward, ddof=0, eps=1e-6):
+    """standardize as it was first written: numpy's mean and std methods."""
+    reward = np.asarray(reward, dtype=float)
+    ok = ~np.isnan(reward)
+    adv = np.zeros(len(reward))
+    if ok.sum() <= ddof or ok.sum() < 2:
+        return adv
+    r = reward[ok]
+    if r.min() == r.max():
+        return adv
+    scale = float(np.abs(r).max())
+    if scale > 1e150:
+        r = r / scale
+    adv[ok] = (r - r.mean()) / (r.std(ddof=ddof) + eps)
+    return adv
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_standardize_is_numpys_mean_and_std_bit_for_bit(ddof):
+    """Sizes past numpy's pairwise-summation blocks (8, 128), ties, NaN, ±0, huge rewards."""
+    rng = np.random.default_rng(4)
+    for n in [1, 2, 3, 7, 8, 9, 16, 64, 127, 128, 129, 300, 1000]:
+        for _ in range(20):
+            x = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4)
+            kind = rng.integers(5)
+            if kind == 1:
+                x = np.round(x)  # ties
+            elif kind == 2:
+                x[rng.random(n) < 0.3] = np.nan
+            elif kind == 3:
+                x = x * 1e200
+            elif kind == 4:
+                x[rng.random(n) < 0.5] = rng.choice([0.0, -0.0])
+            assert standardize(x, ddof=ddof).tobytes() == _standardize_by_hand(x, ddof=ddof).tobytes()

@@ -123,8 +123,8 @@ class Constructor:
             reward = rank_rewards(rank)
         if rank.shape != (n,) or reward.shape != (n,):
             raise RuntimeError(f"{self.name} returned {rank.shape} ranks for a group of {n}")
-        unranked = np.isnan(reward)
-        if unranked.any():
+        finite = bool(np.isfinite(reward).all())  # the common case: nothing to flag or zero below
+        if not finite and (unranked := np.isnan(reward)).any():
             flags.append(f"unranked:{int(unranked.sum())}")
         adv = standardize(reward, ddof=self.ddof)
         if not adv.any() and "zero_advantage" not in flags:
@@ -133,7 +133,7 @@ class Constructor:
             flags.append(f"judge_failures:{acc.failures}")
         return ConstructorResult(
             # nan_to_num (a copy) only where needed: it costs as much as the rest of this method
-            reward=reward.copy() if np.isfinite(reward).all() else np.nan_to_num(reward, nan=0.0),
+            reward=reward.copy() if finite else np.nan_to_num(reward, nan=0.0),
             advantage=adv,
             rank=rank,
             comparisons=acc.comparisons,
