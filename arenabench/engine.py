@@ -237,10 +237,7 @@ class StepRun:
         stats = self.stats
         pairs, points = _Batch(), _Batch()
         # refs[g][k]: the unique requests behind group g's k-th ask
-        refs = {
-            g: [_expand(ask, run.group, g, pairs, points) for ask in run.asks]
-            for g, run in self.playing.items()
-        }
+        refs = {g: _expand_wave(run.asks, run.group, g, pairs, points) for g, run in self.playing.items()}
         pair_out, pair_retried = self._send(
             self.engine.judge, "judge_pairs", pairs.reqs, _valid_pair, "pairwise"
         )
@@ -456,18 +453,20 @@ class _Slots:
 
 def _group_replies(run: GroupRun, refs: list, pair_out: Sequence, point_out: Sequence) -> Replies:
     """Group ``run``'s replies to its asks from the wave's outputs (None = failed), counting
-    its failed requests."""
+    its failed requests (those a result has no sample of)."""
     replies: Replies = []
+    failures = 0
     for ask, r in zip(run.asks, refs, strict=True):
         if isinstance(ask, Match):
             got = [(order, pair_out[idx]) for order, idx in r]
-            replies.append(_match_result(ask, got))
-            run.matches.append(replies[-1])
-            run.cost.failures += sum(rep is None for _, rep in got)
+            res = _match_result(ask, got)
+            run.matches.append(res)
         else:
             got = [point_out[idx] for idx in r]
-            replies.append(_score_result(ask, got))
-            run.cost.failures += sum(rep is None for rep in got)
+            res = _score_result(ask, got)
+        replies.append(res)
+        failures += len(got) - len(res.samples)
+    run.cost.failures += failures
     return replies
 
 
@@ -494,19 +493,37 @@ class _Batch:
 def _expand(ask, group: Group, g: int, pairs: _Batch, points: _Batch) -> list:
     """Add an ask's judge requests to the wave's batches: a match is its shown orders × votes
     (``(order, index)`` per request), a score is its votes (an index per request)."""
-    trajs, pk = group.arena, group.key
-    if isinstance(ask, Match):
-        refs = []
-        for o in _shown(ask):
-            x, y = (ask.i, ask.j) if o == 0 else (ask.j, ask.i)
-            for v in range(ask.votes):
-                req = PairRequest(group.prompt, trajs[x], trajs[y], v)
-                refs.append((o, pairs.add((pk, trajs[x].key, trajs[y].key, v), req, g)))
-        return refs
-    if isinstance(ask, Score):
-        t = trajs[ask.i]
-        return [points.add((pk, t.key, v), PointRequest(group.prompt, t, v), g) for v in range(ask.votes)]
-    raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
+    return _expand_wave([ask], group, g, pairs, points)[0]
+
+
+def _expand_wave(asks: Asks, group: Group, g: int, pairs: _Batch, points: _Batch) -> list[list]:
+    """:func:`_expand` of each of a group's asks, in order."""
+    trajs, pk, prompt = group.arena, group.key, group.prompt
+    out = []
+    for ask in asks:
+        if isinstance(ask, Match):
+            ti, tj = trajs[ask.i], trajs[ask.j]
+            ki, kj = ti.key, tj.key
+            if ask.first is None and ask.votes == 1:  # the common case, unrolled: (i, j) then (j, i)
+                out.append(
+                    [
+                        (0, pairs.add((pk, ki, kj, 0), PairRequest(prompt, ti, tj, 0), g)),
+                        (1, pairs.add((pk, kj, ki, 0), PairRequest(prompt, tj, ti, 0), g)),
+                    ]
+                )
+                continue
+            refs = []
+            for o in _shown(ask):
+                a, b, ka, kb = (ti, tj, ki, kj) if o == 0 else (tj, ti, kj, ki)
+                for v in range(ask.votes):
+                    refs.append((o, pairs.add((pk, ka, kb, v), PairRequest(prompt, a, b, v), g)))
+            out.append(refs)
+        elif isinstance(ask, Score):
+            t = trajs[ask.i]
+            out.append([points.add((pk, t.key, v), PointRequest(prompt, t, v), g) for v in range(ask.votes)])
+        else:
+            raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
+    return out
 
 
 def _valid_pair(x) -> str | None:
@@ -542,6 +559,15 @@ def _shown(ask: Match) -> tuple[int, ...]:
 
 def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
     """A match's result from its (order, reply) pairs; a failed request (None) is left out."""
+    if len(got) == 2 and ask.votes == 1 and ask.first is None:
+        (first, fwd), (_, rev) = got
+        if first == 0 and fwd is not None and rev is not None:
+            return _both_orders_one_vote(ask, fwd, rev)
+    return _any_match_result(ask, got)
+
+
+def _any_match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
+    """:func:`_match_result` for any shown orders, votes and failures."""
     per_order: list[list[tuple[float, float]]] = [[], []]
     probs: list[list[float | None]] = [[], []]
     for o, rep in got:
@@ -587,6 +613,26 @@ def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> Mat
         prob_i=prob_i,
         orders=orders,
         one_order=len(shown) == 1,
+    )
+
+
+def _both_orders_one_vote(ask: Match, fwd: PairJudgment, rev: PairJudgment) -> MatchResult:
+    """:func:`_match_result` of the common case, a match shown in both orders with one vote each
+    and both answered, without its per-order lists (it ran for every match). The same arithmetic:
+    an order's vote mean is ``sum`` of one score, ``0 + score``, and the two orders need no scale."""
+    pf, pr = fwd.prob_a, rev.prob_a
+    pr = None if pr is None else 1.0 - pr  # order 1 shows (j, i): P(i better) = 1 − P(A)
+    flat = [p for p in (pf, pr) if p is not None]
+    return MatchResult(
+        ask.i,
+        ask.j,
+        (0.0 + fwd.score_a) + (0.0 + rev.score_b),
+        (0.0 + fwd.score_b) + (0.0 + rev.score_a),
+        samples=[(fwd.score_a, fwd.score_b), (rev.score_b, rev.score_a)],
+        probs=flat,
+        # _mean([_mean([pf]), _mean([pr])]), a one-value mean being float(p) + 0.0
+        prob_i=((float(pf) + 0.0) + (float(pr) + 0.0)) / 2.0 if len(flat) == 2 else math.nan,
+        orders=[0, 1],
     )
 
 

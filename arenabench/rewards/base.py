@@ -123,16 +123,17 @@ class Constructor:
             reward = rank_rewards(rank)
         if rank.shape != (n,) or reward.shape != (n,):
             raise RuntimeError(f"{self.name} returned {rank.shape} ranks for a group of {n}")
-        unranked = np.isnan(reward)
-        if unranked.any():
+        finite = bool(np.isfinite(reward).all())  # the common case: nothing to flag or zero below
+        if not finite and (unranked := np.isnan(reward)).any():
             flags.append(f"unranked:{int(unranked.sum())}")
         adv = standardize(reward, ddof=self.ddof)
-        if not np.any(adv) and "zero_advantage" not in flags:
+        if not adv.any() and "zero_advantage" not in flags:
             flags.append("zero_advantage")
         if acc.failures:
             flags.append(f"judge_failures:{acc.failures}")
         return ConstructorResult(
-            reward=np.nan_to_num(reward, nan=0.0),
+            # nan_to_num (a copy) only where needed: it costs as much as the rest of this method
+            reward=reward.copy() if finite else np.nan_to_num(reward, nan=0.0),
             advantage=adv,
             rank=rank,
             comparisons=acc.comparisons,
@@ -167,12 +168,14 @@ def match_verdicts(results: list[MatchResult]) -> tuple[np.ndarray, np.ndarray, 
 
 def mean_scores(n: int, results: list[MatchResult]) -> np.ndarray:
     """Mean per-match (bidirectional, summed) score of each trajectory; NaN if it has none."""
-    tot = np.zeros(n)
-    cnt = np.zeros(n)
+    # Python lists, not numpy item by item (a tenth of the time): the same float64 sums, in order
+    tot = [0.0] * n
+    cnt = [0] * n
     for m in split_failures(results)[0]:
         tot[m.i] += m.score_i
         tot[m.j] += m.score_j
         cnt[m.i] += 1
         cnt[m.j] += 1
+    tot, cnt = np.array(tot, dtype=float), np.array(cnt, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)

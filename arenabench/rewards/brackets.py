@@ -97,10 +97,13 @@ def seed_order(score: np.ndarray, rng: np.random.Generator) -> list[int]:
     """Players best-first by seeding score; NaN (failed seeding) goes last. Equal scores (NaNs
     among themselves included) are ordered by a seeded random permutation, never by index; the
     permutation is drawn only when there is such a tie, so tie-free seedings use no draw."""
-    key = np.nan_to_num(np.asarray(score, dtype=float), nan=-np.inf)
+    key = np.asarray(score, dtype=float)
+    if not np.isfinite(key).all():  # NaN lowest (±inf to ±max, as nan_to_num has it)
+        key = np.nan_to_num(key, nan=-np.inf)
+    key = key.tolist()  # Python floats: a set for the ties, cheap item access for the sort
     n = len(key)
-    tiebreak = rng.permutation(n) if len(np.unique(key)) < n else np.zeros(n, dtype=int)
-    return sorted(range(n), key=lambda i: (-key[i], int(tiebreak[i])))
+    tiebreak = rng.permutation(n).tolist() if len(set(key)) < n else [0] * n
+    return sorted(range(n), key=lambda i: (-key[i], tiebreak[i]))
 
 
 def coin_flip(rng: np.random.Generator | None, x: int, y: int) -> int:
