@@ -132,11 +132,9 @@ def goal_cells(rows: list[dict], limit: float = 1.15, k_min: int = 64) -> dict:
                 f"{r['constructor']} N={r['N']} K={r['K']} ({r['pipelined_over_bound']:.2f}×)" for r in miss
             ],
         }
-    one = [r for r in rows if r["K"] >= k_min and r["waves"] == 1]
-    out["one-wave longest first median"] = _median(r["longest_first_over_bound"] for r in one)
-    out["one-wave longest first worst"] = max(
-        (r["longest_first_over_bound"] for r in one), default=float("nan")
-    )
+    one = [r["longest_first_over_bound"] for r in rows if r["K"] >= k_min and r["waves"] == 1]
+    out["one-wave longest first median"] = _median(one) if one else None  # None, not NaN: compares equal
+    out["one-wave longest first worst"] = max(one) if one else None
     return out
 
 
@@ -209,6 +207,10 @@ def summarize(rows: list[dict], cfg: Config) -> dict:
     }
 
 
+def _x(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}×"
+
+
 def _goal_lines(g: dict) -> str:
     one, br = g["one-wave"], g["bracket"]
     return (
@@ -217,8 +219,8 @@ def _goal_lines(g: dict) -> str:
         + ("; ".join(one["missed"] + br["missed"]) or "none")
         + ". A one-wave step is one batch, so no schedule of the engine's changes it: the same requests "
         "sent longest first — possible only if each reply's length were known before it is sent — "
-        f"take a median {g['one-wave longest first median']:.2f}× the bound (worst "
-        f"{g['one-wave longest first worst']:.2f}×; column *longest first / bound*). So the gap is the "
+        f"take a median {_x(g['one-wave longest first median'])} the bound (worst "
+        f"{_x(g['one-wave longest first worst'])}; column *longest first / bound*). So the gap is the "
         "heavy tail of reply lengths, which the sender cannot see (first come, first served can start the "
         "longest reply last), not the schedule; it shrinks as K grows, since the work grows and the longest "
         "reply hardly does. Any work-conserving schedule is within work / slots + critical path "
