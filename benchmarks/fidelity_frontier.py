@@ -121,19 +121,23 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
     return s
 
 
+ORACLES = ("oracle", "rank_oracle")
+
+
 def summarize(rows: list[dict], cfg: Config) -> dict:
     s: dict = {"groups": cfg.groups, "by_n": {}}
     for n in cfg.sizes:
         sub = [r for r in rows if r["group_size"] == n]
         rr = next((r for r in sub if r["constructor"] == BASELINE), None)
-        cheap = [r for r in sub if r["le_2n"] and r["constructor"] != BASELINE]
+        # the oracle controls read the hidden quality: references, not designs a judge could run
+        cheap = [r for r in sub if r["le_2n"] and r["constructor"] not in (BASELINE, *ORACLES)]
         relative = [r for r in cheap if "outcome=score" not in r["constructor"]]
         best_rel = max(relative, key=lambda r: r["kendall_tau"], default=None)
         best_any = max(cheap, key=lambda r: r["kendall_tau"], default=None)
         s["by_n"][n] = {
             "rr_tau": rr["kendall_tau"] if rr else float("nan"),
             "rr_se": rr["tau_se"] if rr else float("nan"),
-            "beats": [r["constructor"] for r in sub if r["beats_rr"]],
+            "beats": [r["constructor"] for r in sub if r["beats_rr"] and r["constructor"] not in ORACLES],
             "best_relative": _brief(best_rel),
             "best_any": _brief(best_any),
         }

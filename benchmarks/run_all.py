@@ -5,7 +5,8 @@ Parts: waves vs sequential (``waves.md``), lockstep vs pipelined on a served jud
 Bradley-Terry / Kemeny vs choix (``aggregation.md``), local trainer steps/s and memory
 (``trainer.md``), fidelity per judge call and the ≤ 2N search (``fidelity_frontier.md``).
 Writes ``README.md`` in ``--out``: the ratios, links to the tables, the machine. Budget:
-≤ 10 minutes on 2 cores; ``--quick`` is a smoke run of every part (seconds, not results).
+about 11 minutes on 2 cores (the pipeline part, 7 min, simulates every request of K = 256
+steps); ``--quick`` is a smoke run of every part (seconds, not results).
 """
 
 from __future__ import annotations
