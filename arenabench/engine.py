@@ -327,7 +327,7 @@ class PipelinedStepRun(StepRun):
         while g in self.playing:
             run = self.playing[g]
             pairs, points = _Batch(), _Batch()
-            refs = [_expand(ask, run.group, g, pairs, points) for ask in run.asks]
+            refs = _expand_wave(run.asks, run.group, g, pairs, points)
             self.stats.requests += pairs.asked + points.asked
             self.stats.dedup_hits += pairs.asked - len(pairs.reqs) + points.asked - len(points.reqs)
             pair_keys, point_keys = list(pairs.index), list(points.index)  # in index order
@@ -490,14 +490,9 @@ class _Batch:
         return idx
 
 
-def _expand(ask, group: Group, g: int, pairs: _Batch, points: _Batch) -> list:
-    """Add an ask's judge requests to the wave's batches: a match is its shown orders × votes
-    (``(order, index)`` per request), a score is its votes (an index per request)."""
-    return _expand_wave([ask], group, g, pairs, points)[0]
-
-
 def _expand_wave(asks: Asks, group: Group, g: int, pairs: _Batch, points: _Batch) -> list[list]:
-    """:func:`_expand` of each of a group's asks, in order."""
+    """Add a group's asks' judge requests to the wave's batches, in order: per ask, a match is its
+    shown orders × votes (``(order, index)`` per request), a score is its votes (an index each)."""
     trajs, pk, prompt = group.arena, group.key, group.prompt
     out = []
     for ask in asks:
