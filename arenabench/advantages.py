@@ -124,7 +124,7 @@ def mask_unreliable(
     about a masked group changes: its rewards, ranks, flags and judge accounting stay as they are,
     it is still logged and counted. ``max_failed_share=None`` disables masking. Shared by the local
     trainer and the verl adapter (``engine.max_failed_share`` / ``arenabench.max_failed_share``)."""
-    _check_share(max_failed_share)
+    check_failed_share(max_failed_share)
     out, masked = [], 0
     for res in results:
         adv = np.array(res.advantage, dtype=float)
@@ -137,11 +137,11 @@ def mask_unreliable(
 
 def is_masked(result, max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE) -> bool:
     """Whether :func:`mask_unreliable` zeroes this group: ``failed_share(result) > max_failed_share``."""
-    _check_share(max_failed_share)
+    check_failed_share(max_failed_share)
     return max_failed_share is not None and failed_share(result) > float(max_failed_share)
 
 
-def _check_share(max_failed_share) -> None:
+def check_failed_share(max_failed_share) -> None:
     if max_failed_share is None:
         return
     ok = isinstance(max_failed_share, int | float) and not isinstance(max_failed_share, bool)

@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from arenabench import judges, rewards
-from arenabench.advantages import mask_unreliable
+from arenabench.advantages import check_failed_share, mask_unreliable
 from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics, pointwise_snr
 from arenabench.engine import Engine
 from arenabench.judges.stack import JudgeStack
@@ -139,7 +139,7 @@ def train(
         max_inflight=rc.engine.max_inflight,
     )
     max_failed = rc.engine.max_failed_share
-    mask_unreliable([], max_failed)  # a bad threshold fails before the first step
+    check_failed_share(max_failed)
     loss_fn = get_policy_loss(tc.algo)
     T = tc.temperature
 

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from arenabench import rewards
-from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, check_failed_share, is_masked
 from arenabench.diagnostics import health_metrics
 from arenabench.engine import Engine, StepStats
 from arenabench.judges.stack import JudgeStack
@@ -222,7 +222,7 @@ class ArenaReward:
             schedule=schedule,
             max_inflight=max_inflight,
         )
-        mask_unreliable([], max_failed_share)  # a bad threshold fails here, not at the first call
+        check_failed_share(max_failed_share)  # here, not at the first call
         self.max_failed_share = max_failed_share
         self.num_generations = int(num_generations)
         self.output = output

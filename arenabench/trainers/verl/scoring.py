@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arenabench import rewards
-from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, check_failed_share, is_masked, mask_unreliable
 from arenabench.engine import Engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
@@ -133,7 +133,7 @@ class ArenaScorer:
             max_inflight=max_inflight,
         )
         self.anchor = anchor
-        mask_unreliable([], max_failed_share)  # a bad threshold fails here, not at the first flush
+        check_failed_share(max_failed_share)  # here, not at the first flush
         self.max_failed_share = max_failed_share
         self.masked_groups = 0  # cumulative groups masked (advantage 0: the judge mostly failed)
         self.runs = 0
