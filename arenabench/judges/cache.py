@@ -322,21 +322,23 @@ class CachedJudge(WrapperStats):
         return self._answer(list(requests), self.point_key, "score_points", _encode_point, _decode_point)
 
     async def _ajudge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
-        keys, replies, todo = self._lookup(list(requests), self.key, _decode)
-        if todo:
-            self._keep(replies, todo, await self.inner.ajudge_pairs(list(todo.values())), _encode)
-        return [replies[k] for k in keys]
+        return await self._aanswer(list(requests), self.key, "ajudge_pairs", _encode, _decode)
 
     async def _ascore_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        keys, replies, todo = self._lookup(list(requests), self.point_key, _decode_point)
-        if todo:
-            self._keep(replies, todo, await self.inner.ascore_points(list(todo.values())), _encode_point)
-        return [replies[k] for k in keys]
+        key_of = self.point_key
+        return await self._aanswer(list(requests), key_of, "ascore_points", _encode_point, _decode_point)
 
     def _answer(self, requests, key_of, method, encode, decode):
         keys, replies, todo = self._lookup(requests, key_of, decode)
         if todo:
             self._keep(replies, todo, getattr(self.inner, method)(list(todo.values())), encode)
+        return [replies[k] for k in keys]
+
+    async def _aanswer(self, requests, key_of, method, encode, decode):
+        """:meth:`_answer` with the inner judge's coroutine ``method``."""
+        keys, replies, todo = self._lookup(requests, key_of, decode)
+        if todo:
+            self._keep(replies, todo, await getattr(self.inner, method)(list(todo.values())), encode)
         return [replies[k] for k in keys]
 
     def _lookup(self, requests, key_of, decode) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
