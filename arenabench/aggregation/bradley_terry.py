@@ -1,7 +1,7 @@
 """MAP Bradley-Terry strengths from soft judge verdicts on an incomplete comparison graph.
 
 The objective is strictly convex (L2 > 0), so the MAP is unique and Newton's method finds it
-to machine precision in a handful of steps; a warm start (the previous wave's strengths, in a
+to ~1e-13 in a handful of steps; a warm start (the previous wave's strengths, in a
 live tournament) saves some of them. A fit is small (n ≤ a few hundred strengths): the dense
 n×n Newton system costs microseconds, where scipy's L-BFGS-B cost ~0.7 ms per fit at n = 8 and
 stopped ~1e-8 short of the optimum. Above :data:`DENSE_FIT` strengths (n² memory) the fit is
@@ -9,10 +9,11 @@ L-BFGS-B's.
 
 BLAS threads: a threaded OpenBLAS wakes (and on a loaded machine waits for) its pool on
 every call it splits, which made a fit 3–7× slower than on one thread. OpenBLAS does not
-split the calls of a fit with n ≤ :data:`UNSPLIT_FIT` (its LU runs on one thread below
-m·n = 10⁴), so those run as they are; larger fits up to :data:`SMALL_FIT` run with BLAS
-limited to one thread (``threadpoolctl``, when installed; ~20 µs to enter, so not for the
-small ones). So a fit's bits do not depend on the caller's BLAS threads; the tests check.
+split the calls of a fit with n ≤ :data:`UNSPLIT_FIT` (its small Cholesky runs on one thread;
+the tests compare 1 and 2 threads bit for bit), so those run as they are; larger fits up to
+:data:`SMALL_FIT` run with BLAS limited to one thread (``threadpoolctl``, when installed;
+~20 µs to enter, so not for the small ones). So a fit's bits do not depend on the caller's
+BLAS threads.
 """
 
 from __future__ import annotations
@@ -127,6 +128,13 @@ def _objective(x, i, j, o, w, l2) -> float:
     return l2 * (x @ x) + np.sum(data if w is None else w * data)
 
 
+def _gradient(x, i, j, o, w, l2, n) -> tuple[np.ndarray, np.ndarray]:
+    """(σ(θi − θj) per observation, the objective's gradient)."""
+    p = expit(x[i] - x[j])
+    gd = p - o if w is None else w * (p - o)  # d/dd of the data term
+    return p, 2 * l2 * x + np.bincount(i, gd, minlength=n) - np.bincount(j, gd, minlength=n)
+
+
 def _newton(n, i, j, o, w, l2, x, maxiter: int = 200) -> np.ndarray:
     """Newton's method: full steps while the Newton decrement² falls (from 0.01 down), Armijo
     backtracking otherwise, until the decrement² is below 1e-14: θ is then ~1e-7 from the
@@ -139,10 +147,7 @@ def _newton(n, i, j, o, w, l2, x, maxiter: int = 200) -> np.ndarray:
     ridge = np.diag(np.full(n, 2 * l2))
     last = np.inf  # the decrement² of the last full step
     for _ in range(maxiter):
-        d = x[i] - x[j]
-        p = expit(d)
-        gd = p - o if w is None else w * (p - o)  # d/dd of the data term
-        g = 2 * l2 * x + np.bincount(i, gd, minlength=n) - np.bincount(j, gd, minlength=n)
+        p, g = _gradient(x, i, j, o, w, l2, n)
         h = (p * (1 - p))[every] * sign
         _, step, info = dposv(np.bincount(pairs, h, minlength=n * n).reshape(n, n) + ridge, g)
         if info != 0:  # cannot happen for a positive-definite H (l2 > 0) unless inputs are broken
@@ -165,10 +170,7 @@ def _lbfgs(n, i, j, o, w, l2, x0) -> np.ndarray:
     """The same objective by L-BFGS-B: memory O(n), for fits too large for a dense Newton step."""
 
     def fun(x):
-        d = x[i] - x[j]
-        gd = expit(d) - o if w is None else w * (expit(d) - o)
-        grad = 2 * l2 * x + np.bincount(i, gd, minlength=n) - np.bincount(j, gd, minlength=n)
-        return _objective(x, i, j, o, w, l2), grad
+        return _objective(x, i, j, o, w, l2), _gradient(x, i, j, o, w, l2, n)[1]
 
     opts = {"maxiter": 10_000, "ftol": 1e-15, "gtol": 1e-10}
     return minimize(fun, x0, method="L-BFGS-B", jac=True, options=opts).x

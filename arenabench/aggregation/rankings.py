@@ -82,7 +82,7 @@ def elo(n: int, i, j, o, k: float = ELO_K, scale: float = ELO_SCALE) -> np.ndarr
     return np.where(seen, r, np.nan)
 
 
-SNAP = 1e-7  # strengths closer than this are one value (the fit is exact to ~1e-15)
+SNAP = 1e-7  # strengths closer than this are one value (the fit is exact to ~1e-13)
 
 
 def snap(x: np.ndarray, tol: float = SNAP) -> np.ndarray:
