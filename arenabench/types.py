@@ -89,10 +89,6 @@ class Match:
         if self.first is not None and self.first not in (self.i, self.j):
             raise ValueError(f"Match.first must be None, i or j; got {self.first} for ({self.i}, {self.j})")
 
-    @property
-    def bidirectional(self) -> bool:
-        return self.first is None
-
 
 @dataclass(frozen=True)
 class Score:
