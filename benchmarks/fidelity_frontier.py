@@ -15,10 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arenabench import judges, reporting, rewards
-from arenabench.engine import Engine
-from arenabench.fidelity import group_metrics, plot_frontier
-from arenabench.sim import qualities
+from arenabench import fidelity, judges, reporting, rewards
 
 try:
     from benchmarks import common
@@ -27,6 +24,7 @@ except ImportError:  # run as a script
 
 BASELINE = "round_robin"
 METRICS = ("kendall_tau", "spearman", "top1", "adv_corr")
+COSTS = ("comparisons_per_group", "judge_calls_per_group", "waves")
 
 
 @dataclass(frozen=True)
@@ -54,20 +52,11 @@ def search_specs(n: int) -> list[str]:
 
 
 def evaluate(spec: str, groups, cfg: Config) -> dict[str, np.ndarray]:
-    """Per-group metrics and costs of one constructor on ``groups``."""
-    cons = rewards.from_spec(spec)
-    engine = Engine(judges.get(cfg.judge, seed=cfg.seed), seed=cfg.seed)
-    per: dict[str, list[float]] = {k: [] for k in (*METRICS, "comparisons", "judge_calls", "waves")}
-    for step, k in enumerate(range(0, len(groups), cfg.chunk)):
-        part = groups[k : k + cfg.chunk]
-        for res, g in zip(engine.run(cons, part, step=step).results, part, strict=True):
-            m = group_metrics(res, qualities(g))
-            for key in METRICS:
-                per[key].append(m[key])
-            per["comparisons"].append(res.comparisons)
-            per["judge_calls"].append(res.judge_calls)
-            per["waves"].append(res.waves)
-    return {k: np.asarray(v, dtype=float) for k, v in per.items()}
+    """Per-group metrics and costs of one constructor on ``groups`` (``arenabench.fidelity.evaluate``,
+    a fresh judge each time)."""
+    judge = judges.get(cfg.judge, seed=cfg.seed)
+    df, _ = fidelity.evaluate(rewards.from_spec(spec), groups, judge, seed=cfg.seed, chunk=cfg.chunk)
+    return {k: df[k].to_numpy(dtype=float) for k in (*METRICS, *COSTS)}
 
 
 def _se(x: np.ndarray) -> float:
@@ -93,9 +82,7 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
                 "group_size": n,
                 "constructor": spec,
                 "search": spec in search_specs(n) or spec.split(":")[0] in ("bt_bracket", "adaptive_pairs"),
-                "comparisons_per_group": float(per["comparisons"].mean()),
-                "judge_calls_per_group": float(per["judge_calls"].mean()),
-                "waves": float(per["waves"].mean()),
+                **{c: float(per[c].mean()) for c in COSTS},
                 "kendall_tau": float(per["kendall_tau"].mean()),
                 "tau_se": _se(per["kendall_tau"]),
                 "d_tau_vs_rr": float(d.mean()),
@@ -113,7 +100,7 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
                 f"Δ={row['d_tau_vs_rr']:+.3f}±{row['d_tau_se']:.3f}",
             )
     common.save_csv(out, "fidelity_frontier.csv", rows)
-    plot_frontier(
+    fidelity.plot_frontier(
         rows, str(out / "fidelity_frontier.png"), title=f"Fidelity per judge call ({cfg.judge} judge)"
     )
     s = summarize(rows, cfg)
