@@ -22,8 +22,8 @@ def limit_blas_threads(n: int = BLAS_THREADS) -> str:
     Threaded BLAS on tiny problems (scipy's L-BFGS-B inside every Bradley-Terry fit, before the
     fit became a thread-free Newton solve) was 10–50× slower on a loaded 2-core machine, which
     would swamp every table; ``aggregation.md`` and ``overhead.md`` measure both settings. Needs
-    threadpoolctl (installed with scikit-learn); without it only libraries
-    loaded later see the environment variables. Returns a line for the machine description.
+    threadpoolctl (a dependency); without it only libraries loaded later see the environment
+    variables. Returns a line for the machine description.
     """
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, str(n))
