@@ -56,10 +56,12 @@ def _check_data(n, i, j, outcome, weight):
     j = np.asarray(j, dtype=int).ravel()
     if i.shape != j.shape:
         raise ValueError(f"i and j must have the same length, got {i.shape} and {j.shape}")
-    o = np.broadcast_to(np.asarray(outcome, dtype=float), i.shape).copy()
-    w = None if weight is None else np.broadcast_to(np.asarray(weight, float), i.shape).copy()
-    if len(i) and (min(i.min(), j.min()) < 0 or max(i.max(), j.max()) >= n):
-        raise ValueError(f"comparison indices must lie in [0, {n})")
+    o = _per_comparison(outcome, i.shape)
+    w = None if weight is None else _per_comparison(weight, i.shape)
+    if len(i):
+        both = np.concatenate([i, j])
+        if both.min() < 0 or both.max() >= n:
+            raise ValueError(f"comparison indices must lie in [0, {n})")
     if np.any(i == j):
         raise ValueError("an item cannot be compared with itself (i == j)")
     if len(o) and not (o.min() >= 0 and o.max() <= 1):  # NaN fails both
@@ -67,6 +69,12 @@ def _check_data(n, i, j, outcome, weight):
     if w is not None and len(w) and not (w.min() >= 0 and w.max() < np.inf):
         raise ValueError("weights must be finite and non-negative")
     return int(n), i, j, o, w
+
+
+def _per_comparison(values, shape) -> np.ndarray:
+    """``values`` as floats, one per comparison (a scalar is broadcast; read-only: no fit writes)."""
+    a = np.asarray(values, dtype=float)
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 SMALL_FIT = 1024  # strengths; a fit this small runs on one BLAS thread
@@ -123,8 +131,11 @@ def bradley_terry(n: int, i, j, outcome, *, l2: float = 0.1, weight=None, init=N
 
 
 def _objective(x, i, j, o, w, l2) -> float:
+    """The MAP objective, with o·softplus(−d) + (1−o)·softplus(d) written softplus(d) − o·d (one
+    softplus). Only Armijo's test reads it: its last bits change θ only through a test that
+    lands within round-off of its threshold (none in 2000 random fits, compared bit for bit)."""
     d = x[i] - x[j]
-    data = o * np.logaddexp(0.0, -d) + (1 - o) * np.logaddexp(0.0, d)
+    data = np.logaddexp(0.0, d) - o * d
     return l2 * (x @ x) + np.sum(data if w is None else w * data)
 
 
@@ -139,17 +150,15 @@ def _newton(n, i, j, o, w, l2, x, maxiter: int = 200) -> np.ndarray:
     """Newton's method: full steps while the Newton decrement² falls (from 0.01 down), Armijo
     backtracking otherwise, until the decrement² is below 1e-14: θ is then ~1e-7 from the
     optimum, and the last step (quadratic convergence) lands within ~1e-13. ``w`` None: weights 1."""
-    pairs = np.concatenate([i * (n + 1), j * (n + 1), i * n + j, j * n + i])  # H's entries per pair
-    sign = np.repeat([1.0, 1.0, -1.0, -1.0], len(i))
-    if w is not None:
-        sign = sign * np.tile(w, 4)
-    every = np.tile(np.arange(len(i)), 4)
-    ridge = np.diag(np.full(n, 2 * l2))
+    # H's entries, per pair and then the ridge (bincount adds in this order: the ridge last)
+    pairs = np.concatenate([i * (n + 1), j * (n + 1), i * n + j, j * n + i, np.arange(0, n * n, n + 1)])
+    ridge = np.full(n, 2 * l2)
     last = np.inf  # the decrement² of the last full step
     for _ in range(maxiter):
         p, g = _gradient(x, i, j, o, w, l2, n)
-        h = (p * (1 - p))[every] * sign
-        _, step, info = dposv(np.bincount(pairs, h, minlength=n * n).reshape(n, n) + ridge, g)
+        h = p * (1 - p) if w is None else p * (1 - p) * w
+        h = np.concatenate([h, h, -h, -h, ridge])  # + on the diagonal, − off it, in pairs' order
+        _, step, info = dposv(np.bincount(pairs, h, minlength=n * n).reshape(n, n), g, overwrite_a=True)
         if info != 0:  # cannot happen for a positive-definite H (l2 > 0) unless inputs are broken
             raise RuntimeError(f"Bradley-Terry Newton: Cholesky failed (LAPACK info {info}, n = {n})")
         dec = float(g @ step)

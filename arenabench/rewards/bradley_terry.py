@@ -49,8 +49,8 @@ def fit(n: int, obs: list[Observation], l2: float, init: np.ndarray | None = Non
     (e.g. the previous wave's fit) only saves Newton steps."""
     if not obs:
         return np.zeros(n)
-    i, j, o = (np.array(c) for c in zip(*obs, strict=True))
-    return bradley_terry(n, i.astype(int), j.astype(int), o.astype(float), l2=l2, init=init)
+    i, j, o = zip(*obs, strict=True)
+    return bradley_terry(n, np.array(i, int), np.array(j, int), np.array(o, float), l2=l2, init=init)
 
 
 def evidence(n: int, obs: list[Observation]) -> np.ndarray:
