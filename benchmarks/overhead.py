@@ -14,12 +14,13 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from arenabench import judges, reporting, rewards
 from arenabench.engine import Engine
 from arenabench.judges.latency import LatencyJudge
+from arenabench.rewards.reasoning_arena import ReasoningArenaLive
 
 try:
     from benchmarks import common
@@ -105,6 +106,10 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
     s = summarize(rows, cfg)
     live = live_vs_single_elim(cfg)
     s["live_over_single_elim"] = {f"N={r['N']}, {r['blas_threads']} BLAS": r["ratio"] for r in live}
+    s["free_fit_over_single_elim"] = {
+        f"N={r['N']}, {r['blas_threads']} BLAS": r["free_fit_ratio"] for r in live
+    }
+    s["fit_share"] = {f"N={r['N']}, {r['blas_threads']} BLAS": r["fit_share"] for r in live}
     L = cfg.latency_s * 1e3
     body = [
         f"Zero-latency `LatencyJudge` around the `calibrated` simulated judge; overhead = step wall − the "
@@ -127,6 +132,13 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
         "- the live Reasoning Arena's step over seeded single-elimination's (K = 8, the plain `calibrated` "
         "judge, wall time, median of interleaved runs), with BLAS on one thread and on every core (what a "
         "caller gets by default): " + reporting.listing(s["live_over_single_elim"], ".2f", label="{}:") + ".",
+        "- the same with every Bradley-Terry fit free (`FreeFitLive`, a control: the live arena's own "
+        "schedule — N − 1 waves, 3N − 6 comparisons a group, against single-elimination's 1 + ⌈log2 N⌉ "
+        "and 2N − 2 — with each fit looked up): "
+        + reporting.listing(s["free_fit_over_single_elim"], ".2f", label="{}:")
+        + "; so the fits are this share of the live arena's step: "
+        + reporting.listing(s["fit_share"], ".0%", suffix="", label="{}:")
+        + ". No fit, however fast, takes the live arena below its free-fit ratio.",
     ]
     if skipped:
         body += ["", "Skipped: " + "; ".join(skipped)]
@@ -160,24 +172,44 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
     return s
 
 
+@dataclass
+class FreeFitLive(ReasoningArenaLive):
+    """Control: the live arena with every Bradley-Terry fit looked up (fitted once, on a warm-up
+    run), so the same schedule, judge calls and engine work cost what they do and the fits ~0
+    (hashing a wave's observations is left: a floor from above). What a perfect fit would buy."""
+
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def fit(self, n, obs, init=None):
+        key = (n, tuple(obs))
+        if key not in self.memo:
+            self.memo[key] = super().fit(n, obs, init)
+        return self.memo[key].copy()
+
+
 def live_vs_single_elim(cfg: Config) -> list[dict]:
     """Issue 17's check: the live arena (a Bradley-Terry refit every wave) per step, over seeded
     single-elimination's, with the caller's BLAS on one thread and on every core (a threaded
-    BLAS used to wake its pool on each small fit: 7x slower steps on a busy machine)."""
+    BLAS used to wake its pool on each small fit: 7x slower steps on a busy machine); and the
+    live arena with free fits (:class:`FreeFitLive`), the floor that its topology sets."""
     from threadpoolctl import threadpool_limits
 
     rows = []
     for n in cfg.live_sizes:
         groups = common.groups_for(8, n, seed=1)
+        free = FreeFitLive()
+        Engine(judges.get("calibrated")).run(free, groups)  # warm-up: fills the memo
+        arms = {spec: (lambda spec=spec: rewards.from_spec(spec)) for spec in LIVE_VS}
+        arms["free fits"] = lambda free=free: free
         for threads in sorted({1, os.cpu_count() or 1}):
-            walls: dict[str, list[float]] = {spec: [] for spec in LIVE_VS}
+            walls: dict[str, list[float]] = {arm: [] for arm in arms}
             with threadpool_limits(limits=threads, user_api="blas"):
-                for _ in range(cfg.live_repeats):  # interleaved: both see the same machine load
-                    for spec in LIVE_VS:
+                for _ in range(cfg.live_repeats):  # interleaved: all see the same machine load
+                    for arm, make in arms.items():
                         t0 = time.perf_counter()
-                        Engine(judges.get("calibrated")).run(rewards.from_spec(spec), groups)
-                        walls[spec].append(time.perf_counter() - t0)
-            live, single = (statistics.median(walls[spec]) for spec in LIVE_VS)
+                        Engine(judges.get("calibrated")).run(make(), groups)
+                        walls[arm].append(time.perf_counter() - t0)
+            live, single, floor = (statistics.median(walls[arm]) for arm in arms)
             rows.append(
                 {
                     "N": n,
@@ -185,10 +217,17 @@ def live_vs_single_elim(cfg: Config) -> list[dict]:
                     "blas_threads": threads,
                     "live_ms": live * 1e3,
                     "single_elim_ms": single * 1e3,
+                    "free_fit_live_ms": floor * 1e3,
                     "ratio": live / single,
+                    "free_fit_ratio": floor / single,
+                    "fit_share": (live - floor) / live,
                 }
             )
-            common.progress("overhead", f"live / single-elim N={n}, {threads} BLAS: {live / single:.2f}x")
+            common.progress(
+                "overhead",
+                f"live / single-elim N={n}, {threads} BLAS: {live / single:.2f}x "
+                f"(free fits {floor / single:.2f}x; fits {(live - floor) / live:.0%} of the step)",
+            )
     return rows
 
 

@@ -20,7 +20,19 @@ def test_quick_pipeline_benchmark(tmp_path):
         assert float(r["pipelined_s"]) >= bound * (1 - 1e-9)
         assert float(r["lockstep_s"]) >= float(r["pipelined_s"]) * (1 - 1e-9)
         assert int(r["judge_calls"]) == int(r["pipelined_calls"])
+        # all at once is a list schedule of the step's work: never under work / slots
+        assert float(r["at_once_over_bound"]) * bound >= float(r["work_over_slots_s"]) * (1 - 1e-9)
+        if r["waves"] == "1":  # a one-wave lockstep step is that same batch, sent in that order
+            assert float(r["at_once_over_bound"]) == float(r["lockstep_over_bound"])
     assert "Lockstep vs pipelined" in (tmp_path / "pipeline.md").read_text()
+
+
+def test_list_schedule_by_hand():
+    # 2 slots; first come first served puts the long request last: 1+1 | 1+3
+    assert pipeline.list_schedule_s([1.0, 1.0, 1.0, 3.0], 2) == 4.0
+    # longest first: 3 | 1+1+1
+    assert pipeline.list_schedule_s([1.0, 1.0, 1.0, 3.0], 2, longest_first=True) == 3.0
+    assert pipeline.list_schedule_s([], 4) == 0.0
 
 
 def test_virtual_clock_numbers_do_not_depend_on_the_run(tmp_path):
