@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, check_failed_share
 from arenabench.asyncrun import run_coroutine
 from arenabench.diagnostics import ComparisonHealth, comparison_health
 from arenabench.order import Orienter
@@ -165,6 +166,33 @@ class Engine:
     async def arun(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
         """One step on the pipelined schedule, in the running event loop (whatever ``schedule``)."""
         return await PipelinedStepRun(self, constructor, groups, step).play()
+
+
+def build_engine(
+    stack,
+    *,
+    seed: int = 0,
+    max_retries: int = 2,
+    schedule: str = "auto",
+    max_inflight: int | None = None,
+    max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE,
+) -> Engine:
+    """The :class:`Engine` over ``stack`` from the options every trainer adapter passes (local,
+    verl, TRL): one place that casts and validates them, so the adapters cannot drift apart.
+
+    ``max_failed_share`` is not the engine's (the adapter masks with it:
+    :func:`arenabench.advantages.mask_unreliable`) but is checked here too, so a bad value fails
+    when the adapter is built, not at its first step. Raises ``ValueError`` as :class:`Engine` and
+    :func:`~arenabench.advantages.check_failed_share` do (the engine's options first)."""
+    engine = Engine(
+        stack,
+        seed=int(seed),
+        max_retries=int(max_retries),
+        schedule=schedule,
+        max_inflight=max_inflight,
+    )
+    check_failed_share(max_failed_share)
+    return engine
 
 
 @dataclass

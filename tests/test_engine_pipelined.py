@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from arenabench import Engine, judges, rewards
+from arenabench.engine import build_engine
 from arenabench.judges.faults import FaultyJudge
 from arenabench.judges.latency import ServedJudge, run_virtual
 from arenabench.sim import simulate_groups
@@ -91,6 +92,27 @@ def test_auto_schedule_by_backend():
         Engine(judges.get("calibrated"), schedule="eager")
     with pytest.raises(ValueError, match="max_inflight"):
         Engine(judges.get("calibrated"), max_inflight=0)
+
+
+def test_build_engine_passes_the_adapters_options_and_rejects_bad_ones():
+    """One builder for the options every trainer adapter passes (local, verl, TRL)."""
+    judge = ServedJudge(judges.get("calibrated"))
+    engine = build_engine(
+        judge, seed=np.int64(7), max_retries=3.0, schedule="lockstep", max_inflight=5, max_failed_share=None
+    )
+    assert isinstance(engine, Engine) and engine.judge is judge and engine.pointwise_judge is judge
+    assert (engine.seed, engine.max_retries, engine.schedule, engine.max_inflight) == (7, 3, "lockstep", 5)
+    assert type(engine.seed) is int and type(engine.max_retries) is int
+    default = build_engine(judge)
+    assert (default.seed, default.max_retries, default.schedule, default.max_inflight) == (0, 2, "auto", None)
+    assert default.resolved_schedule == "pipelined"
+    with pytest.raises(ValueError, match=r"^schedule must be one of lockstep, pipelined, auto; got 'eager'$"):
+        build_engine(judge, schedule="eager")
+    share = r"^max_failed_share must be a number in \[0, 1\] or null; got 1\.5$"
+    with pytest.raises(ValueError, match=share):
+        build_engine(judge, max_failed_share=1.5)
+    with pytest.raises(ValueError, match="max_retries"):
+        build_engine(judge, max_retries=-1)
 
 
 @pytest.mark.parametrize("spec", ["seeded_single_elim", "pointwise", "reasoning_arena_live"])

@@ -20,9 +20,9 @@ import torch
 from tqdm.auto import tqdm
 
 from arenabench import judges, rewards
-from arenabench.advantages import check_failed_share, mask_unreliable
+from arenabench.advantages import mask_unreliable
 from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics, pointwise_snr
-from arenabench.engine import Engine
+from arenabench.engine import build_engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
@@ -131,15 +131,15 @@ def train(
     jcfg = dict(cfg["judge"])
     judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
-    engine = Engine(
+    engine = build_engine(
         stack,
         seed=seed,
         max_retries=rc.engine.max_retries,
         schedule=rc.engine.schedule,
         max_inflight=rc.engine.max_inflight,
+        max_failed_share=rc.engine.max_failed_share,
     )
     max_failed = rc.engine.max_failed_share
-    check_failed_share(max_failed)
     loss_fn = get_policy_loss(tc.algo)
     T = tc.temperature
 

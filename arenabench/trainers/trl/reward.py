@@ -60,9 +60,9 @@ from typing import Any
 import numpy as np
 
 from arenabench import rewards
-from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, check_failed_share, is_masked
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked
 from arenabench.diagnostics import health_metrics
-from arenabench.engine import Engine, StepStats
+from arenabench.engine import StepStats, build_engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
 from arenabench.trainers.verl.scoring import hash_quality, judge_stack, overlap_quality
@@ -215,14 +215,15 @@ class ArenaReward:
             self.quality = None
         else:
             self.stack, self.quality = judge_stack(judge if judge is not None else {"kind": "simulated"})
-        self.engine = Engine(
+        # validates max_failed_share too: here, not at the first call
+        self.engine = build_engine(
             self.stack,
-            seed=int(seed),
-            max_retries=int(max_retries),
+            seed=seed,
+            max_retries=max_retries,
             schedule=schedule,
             max_inflight=max_inflight,
+            max_failed_share=max_failed_share,
         )
-        check_failed_share(max_failed_share)  # here, not at the first call
         self.max_failed_share = max_failed_share
         self.num_generations = int(num_generations)
         self.output = output

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arenabench import rewards
-from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, check_failed_share, is_masked, mask_unreliable
-from arenabench.engine import Engine
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
+from arenabench.engine import build_engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
 from arenabench.types import Group, Trajectory, content_hash
@@ -125,15 +125,16 @@ class ArenaScorer:
         self.constructor = rewards.build(reward)
         self.stack, self.quality = judge_stack(judge)
         self.judge = self.stack.base
-        self.engine = Engine(
+        # validates max_failed_share too: here, not at the first flush
+        self.engine = build_engine(
             self.stack,
-            seed=int(seed),
-            max_retries=int(max_retries),
+            seed=seed,
+            max_retries=max_retries,
             schedule=schedule,
             max_inflight=max_inflight,
+            max_failed_share=max_failed_share,
         )
         self.anchor = anchor
-        check_failed_share(max_failed_share)  # here, not at the first flush
         self.max_failed_share = max_failed_share
         self.masked_groups = 0  # cumulative groups masked (advantage 0: the judge mostly failed)
         self.runs = 0
