@@ -6,6 +6,7 @@ mean the same thing in either app.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Mapping
@@ -85,31 +86,30 @@ class JudgeStack(WrapperStats):
         wrap = {k: cfg.pop(k, None) for k in STACK_KEYS}
         return cls(build(cfg), wrap["cache"], wrap["faults"], key_extra=key_extra)
 
-    def _timed(self, method: str, requests):
+    @contextlib.contextmanager
+    def _timed(self):
+        """Record one batch's latency, failed batches included (sync and async calls alike)."""
         t0 = time.perf_counter()
         try:
-            return getattr(self.inner, method)(requests)
-        finally:
-            self.latencies.append(time.perf_counter() - t0)
-
-    async def _atimed(self, method: str, requests):
-        t0 = time.perf_counter()
-        try:
-            return await getattr(self.inner, method)(requests)
+            yield
         finally:
             self.latencies.append(time.perf_counter() - t0)
 
     def judge_pairs(self, requests):
-        return self._timed("judge_pairs", requests)
+        with self._timed():
+            return self.inner.judge_pairs(requests)
 
     def score_points(self, requests):
-        return self._timed("score_points", requests)
+        with self._timed():
+            return self.inner.score_points(requests)
 
     async def _ajudge_pairs(self, requests):
-        return await self._atimed("ajudge_pairs", requests)
+        with self._timed():
+            return await self.inner.ajudge_pairs(requests)
 
     async def _ascore_points(self, requests):
-        return await self._atimed("ascore_points", requests)
+        with self._timed():
+            return await self.inner.ascore_points(requests)
 
     def _counters(self) -> dict[str, float]:
         stats = self.stats
