@@ -36,6 +36,11 @@ SUMMARY_COLUMNS = ["routed", "zero_adv_before", "prob_extreme", "cyclic", "refer
 # With ``diagnostics``: the judge's health over every comparison of the row (issue 18):
 # position consistency, tie, cycle and failure rates (``arenabench.diagnostics.health_rates``).
 HEALTH_COLUMNS = list(HEALTH_METRICS)
+# The 95% confidence half-width of a row's mean over its groups (1.96 s / √groups; the groups
+# are independent draws). Two rows of one N share their groups, so a difference between them
+# is paired and its interval narrower than these suggest.
+CI_METRICS = ["kendall_tau", "top1", "adv_corr"]
+CI_COLUMNS = [f"{m}_ci95" for m in CI_METRICS]
 FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -109,13 +114,30 @@ def run_fidelity(
     )
     for name, cons in zip(names, built, strict=True):
         df, health = evaluate(cons, groups, the_judge, seed, chunk, bar.update if bar is not None else None)
+        ci = {f"{m}_ci95": ci95(df[m]) for m in CI_METRICS}
         rows.append(
-            {"constructor": name, "group_size": group_size, **df.mean().to_dict(), **health_rates(*health)}
+            {
+                "constructor": name,
+                "group_size": group_size,
+                **df.mean().to_dict(),
+                **ci,
+                **health_rates(*health),
+            }
         )
     if bar is not None:
         bar.close()
-    keep = COLUMNS + SUMMARY_COLUMNS + (HEALTH_COLUMNS if diagnostics else [])
+    keep = COLUMNS + CI_COLUMNS + SUMMARY_COLUMNS + (HEALTH_COLUMNS if diagnostics else [])
     return [{k: row[k] for k in keep if k in row} for row in rows]
+
+
+def ci95(values) -> float:
+    """95% half-width of the mean of ``values`` (normal approximation, sample std; NaNs
+    dropped as the mean drops them); 0.0 for a constant column (e.g. an oracle's τ = 1)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) < 2:
+        return float("nan")
+    return float(1.96 * x.std(ddof=1) / np.sqrt(len(x)))
 
 
 def judge_tie_rate(
@@ -148,8 +170,8 @@ def _row(res: ConstructorResult, group: Group) -> dict:
 
 
 def columns(rows: list[dict]) -> list[str]:
-    """COLUMNS, then the summary and health columns any row has."""
-    return COLUMNS + [c for c in SUMMARY_COLUMNS + HEALTH_COLUMNS if any(c in r for r in rows)]
+    """COLUMNS, then the confidence, summary and health columns any row has."""
+    return COLUMNS + [c for c in CI_COLUMNS + SUMMARY_COLUMNS + HEALTH_COLUMNS if any(c in r for r in rows)]
 
 
 def format_rows(rows: list[dict], fmt: str = "table") -> str:

@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import kendalltau, pearsonr, spearmanr
 
 from arenabench import Group, cli, rewards
-from arenabench.fidelity import COLUMNS, SUMMARY_COLUMNS, run_fidelity
+from arenabench.fidelity import CI_COLUMNS, COLUMNS, SUMMARY_COLUMNS, ci95, run_fidelity
 from arenabench.metrics import kendall_tau_b, pearson, spearman
 from arenabench.registry import UnknownNameError
 from arenabench.rewards.brackets import bracket_order, seeded_slots
@@ -74,8 +74,8 @@ def test_fidelity_json_has_the_keys_for_every_constructor(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["constructor"] for r in rows] == rewards.names()
     for r in rows:
-        assert list(r)[: len(COLUMNS)] == COLUMNS
-        assert set(r) - set(COLUMNS) <= set(SUMMARY_COLUMNS)
+        assert list(r)[: len(COLUMNS) + len(CI_COLUMNS)] == COLUMNS + CI_COLUMNS
+        assert set(r) - set(COLUMNS + CI_COLUMNS) <= set(SUMMARY_COLUMNS)
         assert r["group_size"] == 5
     by = {r["constructor"]: r for r in rows}
     assert set(by["adaptive"]) >= {"routed", "zero_adv_before"}
@@ -154,4 +154,20 @@ def test_cli_list_and_plot(tmp_path, capsys):
         == 0
     )
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert (tmp_path / "f.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert (tmp_path / "f.csv").read_text().splitlines()[0] == ",".join(COLUMNS + CI_COLUMNS)
+
+
+def test_ci95_by_hand():
+    # mean of 0, 1 (×2 each): s = √(1/3), half-width 1.96 s / 2
+    assert ci95([0.0, 1.0, 0.0, 1.0]) == pytest.approx(1.96 * (1 / 3) ** 0.5 / 2)
+    assert ci95([1.0, 1.0, np.nan]) == 0.0  # constant (an oracle's τ): no spread; NaN dropped
+    assert np.isnan(ci95([0.5]))  # one group: no interval
+
+
+def test_fidelity_ci_covers_the_mean_of_fresh_groups():
+    """Statistical (fixed seeds): the τ half-width from 100 groups is the s.e. scale of the
+    mean over groups: two disjoint 100-group samples' means differ by less than twice it."""
+    a = run_fidelity(["anchor"], group_size=8, n_groups=100, seed=0, progress=False)[0]
+    b = run_fidelity(["anchor"], group_size=8, n_groups=100, seed=1, progress=False)[0]
+    assert 0.005 < a["kendall_tau_ci95"] < 0.1
+    assert abs(a["kendall_tau"] - b["kendall_tau"]) < 2 * max(a["kendall_tau_ci95"], b["kendall_tau_ci95"])

@@ -221,7 +221,7 @@ def test_fidelity_cli_order_and_diagnostics(capsys):
     import json
 
     from arenabench import cli
-    from arenabench.fidelity import COLUMNS, HEALTH_COLUMNS
+    from arenabench.fidelity import CI_COLUMNS, COLUMNS, HEALTH_COLUMNS
 
     args = ["fidelity", "-G", "4", "--constructors", "round_robin,anchor:order=fixed", "--order", "random"]
     assert cli.main([*args, "--diagnostics", "--format", "json", "--judge", "position_gap"]) == 0
@@ -230,7 +230,7 @@ def test_fidelity_cli_order_and_diagnostics(capsys):
     assert rows["round_robin:order=random"]["judge_calls_per_group"] == 28
     assert rows["anchor:order=fixed"]["judge_calls_per_group"] == 7
     for r in rows.values():
-        assert list(r) == COLUMNS + HEALTH_COLUMNS
+        assert list(r) == COLUMNS + CI_COLUMNS + HEALTH_COLUMNS
         assert r["judge_consistency"] is None or math.isnan(r["judge_consistency"])  # one order: none
         assert r["judge_failure_rate"] == 0.0
 
