@@ -45,7 +45,7 @@ fidelity-integer: $(VENV)/.base  ## the same on the integer-grid judge (ties) ->
 order: $(VENV)/.base  ## issue 18: order policies × topologies × aggregations, N ∈ {8, 16}, position_gap + calibrated judges, 5 seeds -> results/order/
 	$(PY) experiments/order_study.py --out results/order
 
-bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, pipelined vs lockstep, BT/Kemeny vs choix, trainer, fidelity frontier -> results/bench/ (~11 min on 2 cores)
+bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, pipelined vs lockstep, BT/Kemeny vs choix, trainer, fidelity frontier -> results/bench/ (~12 min on 2 cores)
 	$(PY) benchmarks/run_all.py --out results/bench
 
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)

@@ -38,7 +38,7 @@ class Config:
     k_step: int = 8  # the K the share is quoted at
     api_concurrency: int = 32  # the API model's requests in flight (L per request = latency_s)
     live_sizes: tuple[int, ...] = (8, 16)  # N for the live arena vs single-elimination check (K = 8)
-    live_repeats: int = 9
+    live_repeats: int = 21
 
 
 FULL = Config()

@@ -251,7 +251,9 @@ def _goal_lines(g: dict) -> str:
         f"{_x(one['at_once_worst'])}), brackets {br['at_once_met']} of {br['cells']} (worst "
         f"{_x(br['at_once_worst'])}). Missed: "
         + ("; ".join(one["at_once_missed"] + br["at_once_missed"]) or "none")
-        + "."
+        + ". A one-wave step *is* its requests sent at once, so its cells meet this by construction "
+        "(they are counted, not claimed); the restatement says something for the brackets, where it "
+        "isolates what waiting for a wave costs."
     )
 
 

@@ -5,7 +5,7 @@ Parts: waves vs sequential (``waves.md``), lockstep vs pipelined on a served jud
 Bradley-Terry / Kemeny vs choix (``aggregation.md``), local trainer steps/s and memory
 (``trainer.md``), fidelity per judge call and the ≤ 2N search (``fidelity_frontier.md``).
 Writes ``README.md`` in ``--out``: the ratios, links to the tables, the machine. Budget:
-about 11 minutes on 2 cores (the pipeline part, 7 min, simulates every request of K = 256
+about 12 minutes on 2 cores (the pipeline part, 8 min, simulates every request of K = 256
 steps); ``--quick`` is a smoke run of every part (seconds, not results).
 """
 
@@ -147,6 +147,7 @@ def readme(s: dict, parts) -> str:
         ]
     if "pipeline" in parts:
         p = s["pipeline"]
+        one, br = p["goal"]["one-wave"], p["goal"]["bracket"]
         lines += [
             "",
             "## Lockstep vs pipelined (served judge, virtual clock) — [`pipeline.md`](pipeline.md), "
@@ -161,6 +162,10 @@ def readme(s: dict, parts) -> str:
             f"{p['goal']['bracket']['cells']}; one-wave requests sent longest first (a clairvoyant "
             f"order) {pipeline._x(p['goal']['one-wave longest first median'])} (worst "
             f"{pipeline._x(p['goal']['one-wave longest first worst'])}).",
+            "- restated against the reachable max(critical path, the step's requests all at once, first "
+            f"come first served): one-wave {one['at_once_met']} of {one['cells']} (worst "
+            f"{pipeline._x(one['at_once_worst'])}), brackets {br['at_once_met']} of {br['cells']} (worst "
+            f"{pipeline._x(br['at_once_worst'])}).",
         ]
     if "overhead" in parts:
         o = s["overhead"]
@@ -178,6 +183,10 @@ def readme(s: dict, parts) -> str:
             f"- median engine + constructor cost per judge request: {o['median_us_per_request']:.1f} µs.",
             "- live Reasoning Arena step / seeded single-elimination step (K = 8): "
             + reporting.listing(o["live_over_single_elim"], ".2f", label="{}:")
+            + "; with free fits (a control: the floor its schedule sets) "
+            + reporting.listing(o["free_fit_over_single_elim"], ".2f", label="{}:")
+            + "; the fits' share of its step: "
+            + reporting.listing(o["fit_share"], ".0%", suffix="", label="{}:")
             + ".",
         ]
     if "aggregation" in parts:
