@@ -163,7 +163,7 @@ def readme(s: dict, parts) -> str:
             f"order) {pipeline._x(p['goal']['one-wave longest first median'])} (worst "
             f"{pipeline._x(p['goal']['one-wave longest first worst'])}).",
             "- restated against the reachable max(critical path, the step's requests all at once, first "
-            f"come first served): one-wave {one['at_once_met']} of {one['cells']} (worst "
+            f"come first served): one-wave {one['at_once_met']} of {one['cells']} (by construction; worst "
             f"{pipeline._x(one['at_once_worst'])}), brackets {br['at_once_met']} of {br['cells']} (worst "
             f"{pipeline._x(br['at_once_worst'])}).",
         ]
