@@ -105,11 +105,12 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
     common.save_csv(out, "overhead.csv", rows)
     s = summarize(rows, cfg)
     live = live_vs_single_elim(cfg)
-    s["live_over_single_elim"] = {f"N={r['N']}, {r['blas_threads']} BLAS": r["ratio"] for r in live}
-    s["free_fit_over_single_elim"] = {
-        f"N={r['N']}, {r['blas_threads']} BLAS": r["free_fit_ratio"] for r in live
-    }
-    s["fit_share"] = {f"N={r['N']}, {r['blas_threads']} BLAS": r["fit_share"] for r in live}
+    for key, col in (
+        ("live_over_single_elim", "ratio"),
+        ("free_fit_over_single_elim", "free_fit_ratio"),
+        ("fit_share", "fit_share"),
+    ):
+        s[key] = {f"N={r['N']}, {r['blas_threads']} BLAS": r[col] for r in live}
     L = cfg.latency_s * 1e3
     body = [
         f"Zero-latency `LatencyJudge` around the `calibrated` simulated judge; overhead = step wall − the "

@@ -157,9 +157,8 @@ def readme(s: dict, parts) -> str:
             f"{p['median_lockstep_over_bound']:.2f}×, pipelined {p['median_pipelined_over_bound']:.2f}×; "
             f"pipelined speed-up median {p['multiwave_median_speedup']:.2f}× over multi-wave cells "
             f"(up to {p['max_speedup']:.2f}×).",
-            f"- goal pipelined ≤ 1.15× at K ≥ 64: one-wave {p['goal']['one-wave']['met']} of "
-            f"{p['goal']['one-wave']['cells']} cells, brackets {p['goal']['bracket']['met']} of "
-            f"{p['goal']['bracket']['cells']}; one-wave requests sent longest first (a clairvoyant "
+            f"- goal pipelined ≤ 1.15× at K ≥ 64: one-wave {one['met']} of {one['cells']} cells, brackets "
+            f"{br['met']} of {br['cells']}; one-wave requests sent longest first (a clairvoyant "
             f"order) {pipeline._x(p['goal']['one-wave longest first median'])} (worst "
             f"{pipeline._x(p['goal']['one-wave longest first worst'])}).",
             "- restated against the reachable max(critical path, the step's requests all at once, first "
