@@ -16,6 +16,7 @@ from arenabench.engine import Engine
 from arenabench.metrics import kendall_tau_b, pearson, spearman
 from arenabench.rewards import Constructor
 from arenabench.sim import qualities, simulate_groups
+from arenabench.stats import paired_t, t_interval
 from arenabench.types import ConstructorResult, Group
 
 COLUMNS = [
@@ -36,11 +37,17 @@ SUMMARY_COLUMNS = ["routed", "zero_adv_before", "prob_extreme", "cyclic", "refer
 # With ``diagnostics``: the judge's health over every comparison of the row (issue 18):
 # position consistency, tie, cycle and failure rates (``arenabench.diagnostics.health_rates``).
 HEALTH_COLUMNS = list(HEALTH_METRICS)
-# The 95% confidence half-width of a row's mean over its groups (1.96 s / √groups; the groups
-# are independent draws). Two rows of one N share their groups, so a difference between them
-# is paired and its interval narrower than these suggest.
+# The 95% t half-width of a row's mean over its groups (``stats.t_interval``; the groups are
+# independent draws).
 CI_METRICS = ["kendall_tau", "top1", "adv_corr"]
 CI_COLUMNS = [f"{m}_ci95" for m in CI_METRICS]
+# Two rows of one N share their groups, so a difference between them is paired: each row's
+# mean difference from BASELINE's over the same groups, its 95% t half-width and the paired
+# t-test p (``stats.paired_t``). Round-robin: every pair, ArenaRL's reference topology. Present
+# when BASELINE is among the rows.
+BASELINE = "round_robin"
+PAIRED_METRICS = ["kendall_tau", "adv_corr"]
+PAIRED_COLUMNS = [f"{m}_vs_{BASELINE}{s}" for m in PAIRED_METRICS for s in ("", "_ci95", "_p")]
 FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -112,9 +119,11 @@ def run_fidelity(
     bar = (
         tqdm(total=len(names) * n_chunks, desc=f"fidelity N={group_size}", unit="chunk") if progress else None
     )
+    per_group = {}
     for name, cons in zip(names, built, strict=True):
         df, health = evaluate(cons, groups, the_judge, seed, chunk, bar.update if bar is not None else None)
-        ci = {f"{m}_ci95": ci95(df[m]) for m in CI_METRICS}
+        per_group[name] = df
+        ci = {f"{m}_ci95": _half_width(t_interval(df[m])) for m in CI_METRICS}
         rows.append(
             {
                 "constructor": name,
@@ -126,18 +135,20 @@ def run_fidelity(
         )
     if bar is not None:
         bar.close()
-    keep = COLUMNS + CI_COLUMNS + SUMMARY_COLUMNS + (HEALTH_COLUMNS if diagnostics else [])
+    if BASELINE in per_group:
+        base = per_group[BASELINE]
+        for row in rows:
+            for m in PAIRED_METRICS:
+                d = paired_t(per_group[row["constructor"]][m], base[m])
+                col = f"{m}_vs_{BASELINE}"
+                row.update({col: d["mean"], f"{col}_ci95": _half_width(d), f"{col}_p": d["p"]})
+    keep = COLUMNS + CI_COLUMNS + PAIRED_COLUMNS + SUMMARY_COLUMNS + (HEALTH_COLUMNS if diagnostics else [])
     return [{k: row[k] for k in keep if k in row} for row in rows]
 
 
-def ci95(values) -> float:
-    """95% half-width of the mean of ``values`` (normal approximation, sample std; NaNs
-    dropped as the mean drops them); 0.0 for a constant column (e.g. an oracle's τ = 1)."""
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if len(x) < 2:
-        return float("nan")
-    return float(1.96 * x.std(ddof=1) / np.sqrt(len(x)))
+def _half_width(interval: dict) -> float:
+    """``hi − mean`` of a :mod:`arenabench.stats` interval (NaN under two values)."""
+    return interval["hi"] - interval["mean"]
 
 
 def judge_tie_rate(
@@ -170,8 +181,9 @@ def _row(res: ConstructorResult, group: Group) -> dict:
 
 
 def columns(rows: list[dict]) -> list[str]:
-    """COLUMNS, then the confidence, summary and health columns any row has."""
-    return COLUMNS + [c for c in CI_COLUMNS + SUMMARY_COLUMNS + HEALTH_COLUMNS if any(c in r for r in rows)]
+    """COLUMNS, then the confidence, paired, summary and health columns any row has."""
+    extra = CI_COLUMNS + PAIRED_COLUMNS + SUMMARY_COLUMNS + HEALTH_COLUMNS
+    return COLUMNS + [c for c in extra if any(c in r for r in rows)]
 
 
 def format_rows(rows: list[dict], fmt: str = "table") -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from arenabench import rewards
-from arenabench.fidelity import columns, format_rows, plot_frontier, run_fidelity, tie_rate_line
+from arenabench.fidelity import BASELINE, columns, format_rows, plot_frontier, run_fidelity, tie_rate_line
 
 # configured variants the study reports next to every registered constructor's defaults
 VARIANTS = ["rrc_scr:cara=true", "double_elim:seeding=anchor"]
@@ -45,6 +45,10 @@ def main() -> None:
         f"seed {args.seed}; command: `python experiments/fidelity_study.py --out {args.out}{judge_opt}`; "
         f"python {platform.python_version()}.\n\n"
         f"{tie_rate_line(args.judge, 8, args.groups, args.seed)}.\n\n"
+        "Each mean is over the groups; `*_ci95` is its 95% t half-width. The rows of one N share "
+        f"their groups, so `*_vs_{BASELINE}` is the paired difference from {BASELINE} (every pair) "
+        "over the same groups, with its 95% t half-width and the paired t-test p (0.000: p < 0.0005). "
+        "Judge calls per group are in `judge_calls_per_group`.\n\n"
     )
     (out / "fidelity.md").write_text(head + format_rows(rows, "markdown") + "\n")
     plot_frontier(

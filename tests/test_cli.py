@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import kendalltau, pearsonr, spearmanr
 
 from arenabench import Group, cli, rewards
-from arenabench.fidelity import CI_COLUMNS, COLUMNS, SUMMARY_COLUMNS, ci95, run_fidelity
+from arenabench.fidelity import BASELINE, CI_COLUMNS, COLUMNS, PAIRED_COLUMNS, SUMMARY_COLUMNS, run_fidelity
 from arenabench.metrics import kendall_tau_b, pearson, spearman
 from arenabench.registry import UnknownNameError
 from arenabench.rewards.brackets import bracket_order, seeded_slots
@@ -74,8 +74,9 @@ def test_fidelity_json_has_the_keys_for_every_constructor(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["constructor"] for r in rows] == rewards.names()
     for r in rows:
-        assert list(r)[: len(COLUMNS) + len(CI_COLUMNS)] == COLUMNS + CI_COLUMNS
-        assert set(r) - set(COLUMNS + CI_COLUMNS) <= set(SUMMARY_COLUMNS)
+        head = COLUMNS + CI_COLUMNS + PAIRED_COLUMNS  # round_robin is among them: the paired columns
+        assert list(r)[: len(head)] == head
+        assert set(r) - set(head) <= set(SUMMARY_COLUMNS)
         assert r["group_size"] == 5
     by = {r["constructor"]: r for r in rows}
     assert set(by["adaptive"]) >= {"routed", "zero_adv_before"}
@@ -154,14 +155,18 @@ def test_cli_list_and_plot(tmp_path, capsys):
         == 0
     )
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert (tmp_path / "f.csv").read_text().splitlines()[0] == ",".join(COLUMNS + CI_COLUMNS)
+    assert (tmp_path / "f.csv").read_text().splitlines()[0] == ",".join(COLUMNS + CI_COLUMNS + PAIRED_COLUMNS)
 
 
-def test_ci95_by_hand():
-    # mean of 0, 1 (×2 each): s = √(1/3), half-width 1.96 s / 2
-    assert ci95([0.0, 1.0, 0.0, 1.0]) == pytest.approx(1.96 * (1 / 3) ** 0.5 / 2)
-    assert ci95([1.0, 1.0, np.nan]) == 0.0  # constant (an oracle's τ): no spread; NaN dropped
-    assert np.isnan(ci95([0.5]))  # one group: no interval
+def test_fidelity_paired_columns_are_the_paired_differences_from_round_robin():
+    """The paired columns are stats.paired_t of the per-group values, row minus round-robin,
+    over the same groups: the mean difference equals the difference of the row means."""
+    rows = {r["constructor"]: r for r in run_fidelity(["anchor", BASELINE], n_groups=40, progress=False)}
+    a, rr = rows["anchor"], rows[BASELINE]
+    col = f"kendall_tau_vs_{BASELINE}"
+    assert a[col] == pytest.approx(a["kendall_tau"] - rr["kendall_tau"], abs=1e-12)
+    assert rr[col] == 0.0 and rr[f"{col}_ci95"] == 0.0  # the baseline against itself
+    assert 0 < a[f"{col}_ci95"] < 0.5 and 0 <= a[f"{col}_p"] <= 1
 
 
 def test_fidelity_ci_covers_the_mean_of_fresh_groups():
