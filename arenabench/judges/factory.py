@@ -18,6 +18,7 @@ from arenabench.registry import UnknownNameError, unknown_message
 
 JUDGES: dict[str, str] = {
     "simulated": "arenabench.judges.simulated:SimulatedJudge",
+    "ordinal": "arenabench.judges.ordinal:OrdinalJudge",
     "vllm": "arenabench.judges.vllm_offline:VLLMJudge",
     "openai": "arenabench.judges.openai_compat:OpenAIJudge",
 }

@@ -1,0 +1,320 @@
+"""Fit an :class:`~arenabench.judges.ordinal.OrdinalJudge` to recorded judgments: ``arenabench calibrate``.
+
+**Method: simulated method of moments** (SMM). The recorded pairs are modelled on the judge's
+latent scale: pair midpoint ``m ~ N(0, 1)`` (this fixes the unit), gold-oriented gap
+``D ~ N(gap_mean, gap_sd²)`` (``a`` is the gold-better response; without gold ``gap_mean = 0``),
+``z_a = m + D/2``, ``z_b = m − D/2``, judged by the ordinal judge's pointwise and pairwise
+model. ``D`` is the gap *as this judge perceives it*: a judge that systematically prefers the
+worse response (LLMBar's adversarial pairs) has ``gap_mean < 0``.
+
+* The cutpoints match the score histogram exactly: for any other parameters they are the
+  quantiles of the simulated impressions at the measured cumulative shares.
+* The other parameters minimise ``Σ ((simulated − measured) / se)²`` over the statistics in
+  :data:`TARGETS` that the data has (``se`` = the bootstrap CI's width / 3.92, at least 0.01),
+  by Nelder-Mead on common random numbers (fixed draws: the objective is deterministic).
+
+Why moments, not likelihood: the fit is judged by the very statistics users read (the
+goodness-of-fit table puts each beside its CI), the same code computes both sides, and files
+that only carry part of the picture (no gold, repeats on a few responses, pairs without scores)
+enter through whichever statistics they support. A full likelihood of each item's joint
+(score, score, verdict, verdict) would be more efficient but needs the item-level joint model to
+be right where it matters least (rare grid levels), and it would weight statistics no one reads.
+
+Not fitted, predicted: ``pair_point_agreement`` (when gold exists: both formats read the same
+perceived gap with independent noise — the structural assumption this number checks),
+``pair_breaks_point_tie``, ``pair_flip_rate``, ``pair_accuracy_both``, ``rescore_noise_sd``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+
+from arenabench.calibration.stats import JudgeData, measure, point_values
+from arenabench.judges.ordinal import OrdinalJudge
+from arenabench.sim import GROUP_SPREAD, PROMPT_SPREAD, QUALITY_MEAN
+
+TARGETS = (
+    "point_tie_rate",
+    "point_accuracy",
+    "pair_tie_rate",
+    "pair_first_slot",
+    "pair_consistency",
+    "pair_accuracy",
+    "rescore_agreement",
+)
+# Fitted only when the data has no gold label (then nothing else ties the pointwise and
+# pairwise noise levels together); otherwise predicted out of sample.
+NO_GOLD_TARGETS = ("pair_point_agreement",)
+N_SIM = 20000
+SIM_SEED = 12345
+SE_FLOOR = 0.01
+# The default simulated groups' quality distribution (arenabench.sim): what the fitted judge
+# maps onto the recorded responses' latent level distribution.
+SIM_QUALITY_SD = math.hypot(PROMPT_SPREAD, GROUP_SPREAD)
+
+
+@dataclass
+class Fit:
+    """The fitted parameters, the recorded gap distribution and the goodness-of-fit rows."""
+
+    params: dict
+    gap_mean: float
+    gap_sd: float
+    measured: dict
+    fitted: dict
+    targets: list[str]
+    objective: float
+    evaluations: int
+    n_sim: int
+    rows: list[dict] = field(default_factory=list)
+
+    def judge(self, **overrides) -> OrdinalJudge:
+        return OrdinalJudge(**{**self.params, **overrides})
+
+
+class _Draws:
+    """Common random numbers for one simulated data set of ``n`` items."""
+
+    def __init__(self, n: int, seed: int):
+        rng = np.random.default_rng(seed)
+        self.n = n
+        self.m, self.g = rng.standard_normal(n), rng.standard_normal(n)
+        self.fix = rng.standard_normal((2, n))  # fixed pointwise noise of a, b
+        self.fresh = rng.standard_normal((3, n))  # fresh draws: a's first score, b's, a's re-score
+        self.pair = rng.standard_normal((2, n))  # per-order pair noise: ab, ba
+
+
+def simulate(judge: OrdinalJudge, gap_mean: float, gap_sd: float, like: JudgeData, draws: _Draws,
+             hist: np.ndarray | None = None) -> JudgeData:
+    """Simulated judgments of ``draws.n`` recorded-like pairs, with ``like``'s parts (gold,
+    scores, pairs, re-scores). ``hist`` given: the judge's cutpoints are set to match it first."""
+    n = draws.n
+    d = gap_mean + gap_sd * draws.g
+    za, zb = draws.m + d / 2, draws.m - d / 2
+    r = judge.rejudge_share
+    fixed = math.sqrt(1 - r) * draws.fix
+    ua = za + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[0])
+    ub = zb + judge.point_noise * (fixed[1] + math.sqrt(r) * draws.fresh[1])
+    has_point = like.grid is not None and len(like.scores) > 0
+    if has_point and hist is not None:
+        cum = np.cumsum(hist)[:-1]
+        judge.cutpoints = np.quantile(np.concatenate([ua, ub]), np.clip(cum, 0.0, 1.0))
+    has_gold = bool(np.any(like.gold != 0))
+    nan = np.full(n, np.nan)
+    if has_point:
+        s_a, s_b = judge.level(ua).astype(float), judge.level(ub).astype(float)
+        scores = np.concatenate([s_a, s_b])
+    else:
+        s_a, s_b, scores = nan, nan, np.zeros(0)
+    if len(like.r1):
+        r1 = s_a
+        r2 = judge.level(za + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[2])).astype(float)
+    else:
+        r1 = r2 = np.zeros(0)
+    if len(like.occ_item):
+        gap = za - zb
+        v_ab = judge.verdict(gap + judge.bias(gap) + judge.pair_noise * draws.pair[0])
+        v_ba = -judge.verdict(-gap + judge.bias(-gap) + judge.pair_noise * draws.pair[1])
+        occ = np.arange(n)
+    else:
+        v_ab = v_ba = np.zeros(0)
+        occ = np.zeros(0, dtype=int)
+    return JudgeData(
+        judge=f"{like.judge} (fitted)",
+        grid=like.grid,
+        gold=np.ones(n) if has_gold else np.zeros(n),
+        s_a=s_a,
+        s_b=s_b,
+        occ_item=occ,
+        v_ab=v_ab,
+        v_ba=v_ba,
+        scores=scores,
+        r1=r1,
+        r2=r2,
+    )
+
+
+def _values(stats: dict) -> dict[str, float]:
+    return {k: v["value"] for k, v in stats.items()}
+
+
+def fit(data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED, measured: dict | None = None,
+        maxfev: int = 1500) -> Fit:
+    """SMM fit of ``data`` (module docstring); ``measured``: its :func:`measure` if already done."""
+    measured = measured if measured is not None else measure(data)
+    has_gold = bool(np.any(data.gold != 0))
+    targets = [t for t in TARGETS if t in measured]
+    if not has_gold:
+        targets += [t for t in NO_GOLD_TARGETS if t in measured]
+    has_pairs = len(data.occ_item) > 0
+    has_point = data.grid is not None and len(data.scores) > 0
+    forced = has_pairs and measured.get("pair_tie_rate", {}).get("value", 0.0) == 0.0
+    hist = point_values(data)[1] if has_point else None
+    if "pair_tie_rate" in targets and forced:
+        targets.remove("pair_tie_rate")  # no tie in the data: forced choice, tie_margin = 0
+    # free parameters: name, start, transform to the parameter's domain
+    free: list[tuple[str, float, callable]] = []
+    if has_gold:
+        free.append(("gap_mean", 1.0, lambda x: x))
+    free.append(("gap_sd", math.log(1.0), math.exp))
+    if has_point:
+        free.append(("point_noise", math.log(0.5), math.exp))
+    if has_pairs:
+        free += [("pair_noise", math.log(0.5), math.exp), ("position_bias", 0.0, lambda x: x)]
+        if not forced:
+            free.append(("tie_margin", math.log(0.3), math.exp))
+    if "rescore_agreement" in targets:
+        free.append(("rejudge_share", 0.0, lambda x: 1 / (1 + math.exp(-x))))
+    obs = np.array([measured[t]["value"] for t in targets])
+    se = np.array([max((measured[t]["hi"] - measured[t]["lo"]) / 3.92, SE_FLOOR) for t in targets])
+    draws = _Draws(n_sim, seed)
+    grid = data.grid or (0, 1)
+
+    def unpack(x):
+        p = {"gap_mean": 0.0, "gap_sd": 1.0, "point_noise": 0.0, "pair_noise": 0.0, "position_bias": 0.0,
+             "tie_margin": 0.0, "rejudge_share": 0.0}
+        for (name, _, f), xi in zip(free, x, strict=True):
+            p[name] = float(f(xi))
+        return p
+
+    def run(p):
+        judge = OrdinalJudge(grid=grid, point_noise=p["point_noise"], pair_noise=p["pair_noise"],
+                             position_bias=p["position_bias"], tie_margin=p["tie_margin"],
+                             rejudge_share=p["rejudge_share"])
+        sim = simulate(judge, p["gap_mean"], p["gap_sd"], data, draws, hist)
+        return judge, sim
+
+    def loss(x):
+        p = unpack(x)
+        _, sim = run(p)
+        got = _values(measure(sim, n_boot=0))
+        pred = np.array([got.get(t, np.nan) for t in targets])
+        return float(np.nansum(((pred - obs) / se) ** 2)) + (1e6 if np.any(np.isnan(pred)) else 0.0)
+
+    x0 = np.array([s for _, s, _ in free])
+    # scipy's default first simplex moves a zero start by 0.00025: far below what changes a
+    # verdict on the fixed draws. Steps of 0.5 in every (log/logit) coordinate instead.
+    simplex = np.vstack([x0] + [x0 + 0.5 * e for e in np.eye(len(x0))])
+    best = minimize(loss, x0, method="Nelder-Mead",
+                    options={"maxfev": maxfev, "xatol": 1e-3, "fatol": 1e-3, "adaptive": True,
+                             "initial_simplex": simplex})
+    p = unpack(best.x)
+    judge, sim = run(p)
+    fitted = _values(measure(sim, n_boot=0))
+    sd_z = math.sqrt(1 + (p["gap_sd"] ** 2 + p["gap_mean"] ** 2) / 4)
+    params = {
+        "grid": list(grid),
+        "cutpoints": [round(float(c), 6) for c in judge.cutpoints],
+        "point_noise": round(p["point_noise"], 6),
+        "pair_noise": round(p["pair_noise"], 6),
+        "position_bias": round(p["position_bias"], 6),
+        "position_gap_scale": None,
+        "tie_margin": round(p["tie_margin"], 6),
+        "rejudge_share": round(p["rejudge_share"], 6),
+        "quality_loc": QUALITY_MEAN,
+        "quality_scale": round(SIM_QUALITY_SD / sd_z, 6),
+    }
+    out = Fit(params, p["gap_mean"], p["gap_sd"], measured, fitted, targets, float(best.fun), int(best.nfev),
+              n_sim)
+    out.rows = fit_rows(out)
+    return out
+
+
+def fit_rows(f: Fit) -> list[dict]:
+    """Goodness of fit: every measured statistic, its CI, the fitted simulator's value, whether
+    it was a fit target, and whether the fitted value lies inside the CI."""
+    rows = []
+    for name, s in f.measured.items():
+        got = f.fitted.get(name, math.nan)
+        role = "target" if name in f.targets else ("histogram" if name.startswith("hist_") else "predicted")
+        rows.append({
+            "statistic": name, "role": role, "measured": s["value"], "lo": s["lo"], "hi": s["hi"],
+            "fitted": got, "inside": bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9) if not math.isnan(s["lo"]) else None,
+        })
+    return rows
+
+
+def format_fit(rows: list[dict], fmt: str = "markdown") -> str:
+    if fmt == "json":
+        return json.dumps(rows, indent=2)
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    from arenabench.reporting import fixed3, md_table
+
+    df = df.assign(ci95=[f"[{r['lo']:.3f}, {r['hi']:.3f}]" if not math.isnan(r["lo"]) else "" for r in rows],
+                   inside=["" if r["inside"] is None else ("yes" if r["inside"] else "NO") for r in rows])
+    return md_table(df[["statistic", "role", "measured", "ci95", "fitted", "inside"]], cell=fixed3)
+
+
+def predict(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED + 1,
+            gap: tuple[float, float] | None = None) -> dict[str, float]:
+    """The fitted judge's statistics on pairs like ``data`` (out of sample: a new set of draws).
+    ``gap``: the recorded gap distribution to use (default the fit's own)."""
+    judge = f.judge()
+    gm, gs = gap if gap is not None else (f.gap_mean, f.gap_sd)
+    return _values(measure(simulate(judge, gm, gs, data, _Draws(n_sim, seed)), n_boot=0))
+
+
+# --- the preset YAML ----------------------------------------------------------------------------------
+
+
+def provenance_sources(files: list[str]) -> list[str]:
+    """``repo@commit:path`` of each vendored file (``sources.json`` in an ancestor folder), else
+    the file's path and sha256."""
+    import hashlib
+
+    out = []
+    for f in files:
+        p = Path(f).resolve()
+        entry = None
+        for parent in p.parents:
+            src = parent / "sources.json"
+            if src.is_file():
+                table = json.loads(src.read_text())
+                rel = p.relative_to(parent).as_posix()
+                if rel in table:
+                    entry = table[rel]
+                elif rel.startswith("llmbar/") and "llmbar" in table:
+                    _, subset, judge, strategy, _ = rel.split("/")
+                    entry = table["llmbar"].format(subset=subset.replace("_", "/", 1), judge=judge,
+                                                   strategy=strategy)
+                break
+        if entry is None:
+            entry = f"{f} (sha256 {hashlib.sha256(p.read_bytes()).hexdigest()[:16]})"
+        out.append(entry)
+    return out
+
+
+def preset_yaml(f: Fit, name: str, description: str, sources: list[str], command: str, seed: int = 0) -> str:
+    import yaml
+
+    prov = {
+        "judge": description,
+        "sources": sources,
+        "command": command,
+        "method": "simulated method of moments (arenabench/calibration/fit.py)",
+        "recorded_gap": {"mean": round(f.gap_mean, 6), "sd": round(f.gap_sd, 6),
+                         "note": "gold-better minus gold-worse, as this judge perceives it; level ~ N(0, 1)"},
+        "objective": round(f.objective, 4),
+        "targets": list(f.targets),
+        "fit": {r["statistic"]: {k: (None if isinstance(r[k], float) and math.isnan(r[k]) else
+                                     (round(r[k], 4) if isinstance(r[k], float) else r[k]))
+                                 for k in ("role", "measured", "lo", "hi", "fitted", "inside")}
+                for r in f.rows},
+    }
+    body = {"kind": "ordinal", **f.params, "seed": seed, "provenance": prov}
+    head = (
+        f"# fitted judge '{name}' (arenabench/judges/ordinal.py): {description}\n"
+        f"# derived by: {command}\n"
+        "# source(s): " + "; ".join(sorted(set(sources))[:3]) + (" ..." if len(set(sources)) > 3 else "") + "\n"
+    )
+    return head + yaml.safe_dump(body, sort_keys=False, width=110)

@@ -1,0 +1,173 @@
+"""A simulated judge that can express a real one: ``kind: ordinal`` (fitted by ``arenabench calibrate``).
+
+The existing simulated presets (``simulated.py``) are untouched; this is a second model whose
+parameters are *measured* on recorded judgments (``arenabench.calibration``,
+``docs/calibration.md``). Everything is on the judge's latent scale ``z``; a trajectory of
+simulator quality ``q`` (``meta["quality"]``) sits at ``z = (q − quality_loc) / quality_scale``.
+
+* **pointwise** (ordered probit): impression ``u = z + e``, ``e ~ N(0, point_noise²)``; the
+  reported score is the grid level ``lo + #{cutpoints ≤ u}`` on the judge's integer grid
+  ``lo..hi``, returned on 0–1 as ``(level − lo) / (hi − lo)``. The cutpoints are the judge's
+  own monotone map from quality to its grid: where they crowd, scores pile up (a ceiling).
+* **pairwise** (per shown order): ``d = z_A − z_B + b(Δ) + e``, ``e ~ N(0, pair_noise²)``;
+  slot A wins if ``d > tie_margin``, B if ``d < −tie_margin``, else a tie (``tie_margin = 0``:
+  forced choice). The winner's score is 1, the loser's 0 (a tie ½ each); ``prob_a = Φ(d /
+  pair_noise)``. Position bias ``b(Δ) = position_bias`` or, with ``position_gap_scale = s``,
+  ``position_bias · exp(−|Δ| / s)`` with ``Δ = z_A − z_B``.
+* **re-judging**: a share ``rejudge_share`` of each noise variance is drawn afresh per
+  ``sample``; the rest is fixed per (prompt, response[s], shown order), as a temperature-0
+  judge answers the same question the same way (``rejudge_share = 0``: votes repeat).
+
+Noise is a pure function of (seed, prompt, texts, order, sample): a retry or a resumed run gets
+the same answer. ``provenance`` carries where the numbers came from (source files, command, the
+recorded pairs' latent-gap distribution, the fit) and does not change any answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.special import ndtr
+
+from arenabench.judges.accounting import JudgeAccounting
+from arenabench.judges.simulated import _combine, _normals, _prompt_keys, true_quality
+from arenabench.types import PairJudgment, PairRequest, PointRequest
+
+_POINT_SALT = 0x0D1A
+_PAIR_SALT = 0x9A1B
+_SAMPLE_SALT = 0x5A3E
+
+
+class OrdinalJudge(JudgeAccounting):
+    """Pairwise and pointwise judge fitted to a real judge (module docstring)."""
+
+    def __init__(
+        self,
+        grid: Sequence[int] = (0, 9),
+        cutpoints: Sequence[float] | None = None,
+        point_noise: float = 0.5,
+        pair_noise: float = 0.5,
+        position_bias: float = 0.0,
+        position_gap_scale: float | None = None,
+        tie_margin: float = 0.0,
+        rejudge_share: float = 0.0,
+        quality_loc: float = 0.0,
+        quality_scale: float = 1.0,
+        seed: int = 0,
+        provenance: dict | None = None,
+    ):
+        lo, hi = (int(x) for x in grid)
+        if hi <= lo:
+            raise ValueError(f"grid must be [lo, hi] with hi > lo; got {list(grid)}")
+        if cutpoints is None:  # evenly spread over ±2 latent units
+            cutpoints = np.linspace(-2, 2, hi - lo).tolist()
+        cuts = np.asarray(cutpoints, dtype=float)
+        if cuts.shape != (hi - lo,) or not np.all(np.isfinite(cuts)) or np.any(np.diff(cuts) < 0):
+            raise ValueError(
+                f"cutpoints must be {hi - lo} finite non-decreasing numbers (one per step of the grid "
+                f"{lo}..{hi}); got {list(cutpoints)}"
+            )
+        for name, v in (("point_noise", point_noise), ("pair_noise", pair_noise), ("tie_margin", tie_margin)):
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0; got {v!r}")
+        if not (0.0 <= rejudge_share <= 1.0):
+            raise ValueError(f"rejudge_share must be in [0, 1]; got {rejudge_share!r}")
+        if not (math.isfinite(quality_scale) and quality_scale > 0 and math.isfinite(quality_loc)):
+            raise ValueError("quality_scale must be a finite number > 0 and quality_loc finite")
+        s = position_gap_scale
+        if s is not None and not (math.isfinite(s) and s > 0):
+            raise ValueError(f"position_gap_scale must be None (constant bias) or > 0; got {s!r}")
+        if not math.isfinite(position_bias):
+            raise ValueError(f"position_bias must be finite; got {position_bias!r}")
+        self.grid = (lo, hi)
+        self.cutpoints = cuts
+        self.point_noise = float(point_noise)
+        self.pair_noise = float(pair_noise)
+        self.position_bias = float(position_bias)
+        self.position_gap_scale = None if s is None else float(s)
+        self.tie_margin = float(tie_margin)
+        self.rejudge_share = float(rejudge_share)
+        self.quality_loc = float(quality_loc)
+        self.quality_scale = float(quality_scale)
+        self.seed = int(seed)
+        self.provenance = dict(provenance or {})
+        self.reset_stats()
+
+    def __repr__(self) -> str:
+        return (
+            f"OrdinalJudge(grid={list(self.grid)}, point_noise={self.point_noise:.3g}, "
+            f"pair_noise={self.pair_noise:.3g}, position_bias={self.position_bias:.3g}, "
+            f"tie_margin={self.tie_margin:.3g}, rejudge_share={self.rejudge_share:.3g})"
+        )
+
+    # --- the model, on latent arrays (also what the fit simulates) -------------------------------
+
+    def level(self, u: np.ndarray) -> np.ndarray:
+        """Grid level of latent impressions ``u`` (``lo + #{cutpoints ≤ u}``)."""
+        return self.grid[0] + np.searchsorted(self.cutpoints, u, side="right")
+
+    def bias(self, gap: np.ndarray) -> np.ndarray:
+        if self.position_gap_scale is None:
+            return np.full(np.shape(gap), self.position_bias)
+        return self.position_bias * np.exp(-np.abs(gap) / self.position_gap_scale)
+
+    def verdict(self, d: np.ndarray) -> np.ndarray:
+        """+1 (slot A), −1 (slot B) or 0 (tie) of judged differences ``d``."""
+        return np.where(d > self.tie_margin, 1.0, np.where(d < -self.tie_margin, -1.0, 0.0))
+
+    def _z(self, q: np.ndarray) -> np.ndarray:
+        return (q - self.quality_loc) / self.quality_scale
+
+    def _noise(self, sigma: float, base_cols: list[np.ndarray], samples: np.ndarray, salt: int) -> np.ndarray:
+        """Fixed part keyed on ``base_cols``, per-sample part keyed on them and the sample."""
+        n = len(samples)
+        if sigma == 0 or n == 0:
+            return np.zeros(n)
+        seed = np.full(n, self.seed ^ salt, dtype=np.uint64)
+        r = self.rejudge_share
+        fixed = _normals(_combine(seed, *base_cols), 1)[:, 0]
+        out = math.sqrt(1.0 - r) * fixed
+        if r > 0:
+            fresh = _normals(_combine(seed ^ np.uint64(_SAMPLE_SALT), *base_cols, samples), 1)[:, 0]
+            out = out + math.sqrt(r) * fresh
+        return sigma * out
+
+    # --- the judge protocol ----------------------------------------------------------------------
+
+    def _answer(self, fn, requests):
+        if not requests:
+            return []
+        self.stats["requests"] += len(requests)
+        return self._timed_call(fn, requests)
+
+    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
+        return self._answer(self._judge_pairs, requests)
+
+    def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
+        za = self._z(np.array([true_quality(r.a) for r in requests]))
+        zb = self._z(np.array([true_quality(r.b) for r in requests]))
+        cols = [
+            _prompt_keys(requests),
+            np.array([r.a.key for r in requests], dtype=np.uint64),
+            np.array([r.b.key for r in requests], dtype=np.uint64),
+        ]
+        samples = np.array([r.sample for r in requests], dtype=np.uint64)
+        gap = za - zb
+        d = gap + self.bias(gap) + self._noise(self.pair_noise, cols, samples, _PAIR_SALT)
+        v = self.verdict(d)
+        pa = ndtr(d / self.pair_noise) if self.pair_noise > 0 else (v + 1.0) / 2.0
+        sa = (v + 1.0) / 2.0
+        return [PairJudgment(float(a), float(1.0 - a), float(p)) for a, p in zip(sa, pa, strict=True)]
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float]:
+        return self._answer(self._score_points, requests)
+
+    def _score_points(self, requests: Sequence[PointRequest]) -> list[float]:
+        z = self._z(np.array([true_quality(r.traj) for r in requests]))
+        cols = [_prompt_keys(requests), np.array([r.traj.key for r in requests], dtype=np.uint64)]
+        samples = np.array([r.sample for r in requests], dtype=np.uint64)
+        u = z + self._noise(self.point_noise, cols, samples, _POINT_SALT)
+        lo, hi = self.grid
+        return [float(x) for x in (self.level(u) - lo) / (hi - lo)]
