@@ -1,4 +1,5 @@
-"""``arenabench`` command line: ``list``, ``fidelity``, ``compare`` (training: ``arenabench-train``)."""
+"""``arenabench`` command line: ``list``, ``fidelity``, ``compare``, ``judge-stats``, ``calibrate``
+(training: ``arenabench-train``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ def cmd_list(args) -> int:
     print("judge presets:")
     for name in judges.presets():
         print(f"  {name:<20} {judges.PRESETS[name]}")
+    fitted = judges.fitted()
+    if fitted:
+        print("fitted judges (conf/judge/<name>.yaml, kind ordinal; arenabench calibrate):")
+        for name in fitted:
+            print(f"  {name:<20} {judges.get(name)!r}")
     return 0
 
 
@@ -115,6 +121,88 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _judge_tables(args):
+    """(label, JudgeData) per judge (or per judge and source with ``--by source``) of the files."""
+    from arenabench.calibration import judge_data, load_files
+
+    table = load_files(args.files)
+    if table.skipped:
+        print("skipped rows: " + ", ".join(f"{k}: {v}" for k, v in sorted(table.skipped.items())),
+              file=sys.stderr)
+    names = table.judges()
+    if args.judge:
+        if args.judge not in names:
+            raise ValueError(f"no judgments of judge {args.judge!r}; judges in the files: {', '.join(names)}")
+        names = [args.judge]
+    out = []
+    for j in names:
+        if getattr(args, "by", "judge") == "source":
+            for src in sorted({r.source for r in table.rows if r.judge == j}):
+                out.append((f"{j} {src}", judge_data(table.select(j, [src]), j, f"{j} {src}")))
+        else:
+            out.append((j, judge_data(table, j)))
+    return table, out
+
+
+def cmd_judge_stats(args) -> int:
+    from arenabench.calibration.stats import format_stats, stats_rows
+
+    _, tables = _judge_tables(args)
+    _emit(format_stats(stats_rows(tables, n_boot=args.boot), args.format), args.output)
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from arenabench.calibration import judge_data
+    from arenabench.calibration.fit import (
+        fit,
+        fit_pair_set,
+        format_fit,
+        holdout_rows,
+        plot_fit,
+        preset_yaml,
+        provenance_sources,
+    )
+
+    table, tables = _judge_tables(args)
+    if len(tables) != 1:
+        raise ValueError(f"the files hold several judges ({', '.join(t[0] for t in tables)}): pick one with --judge")
+    label, _ = tables[0]
+    holdout = set(args.holdout or [])
+    sources = sorted({r.source for r in table.rows if r.judge == label})
+    unknown = holdout - set(sources)
+    if unknown:
+        raise ValueError(f"--holdout {sorted(unknown)} not among the sources: {', '.join(sources)}")
+    fit_on = [s for s in sources if s not in holdout]
+    data = judge_data(table.select(label, fit_on), label)
+    f = fit(data, n_sim=args.n_sim)
+    name = Path(args.out).stem
+    command = "arenabench calibrate " + " ".join(args.files) + f" --judge {label}"
+    command += "".join(f" --holdout {h}" for h in sorted(holdout)) + f" --out {args.out}"
+    files = table.files_of(label, fit_on)
+    desc = args.description or f"{label} on {', '.join(fit_on)}"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(preset_yaml(f, name, desc, provenance_sources(files), command))
+    print(f"{name}: {desc}; {f.evaluations} evaluations, objective {f.objective:.3f}; wrote {args.out}",
+          file=sys.stderr)
+    _emit(format_fit(f.rows, args.format), args.fit_table)
+    if args.plot:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        plot_fit(f.rows, args.plot, f"{name}: fit on {', '.join(fit_on)}")
+    if holdout:
+        held = judge_data(table.select(label, sorted(holdout)), label)
+        pair_set, predicted, measured = fit_pair_set(f, held, n_sim=args.n_sim)
+        rows = holdout_rows(measured, predicted)
+        print(f"\nout of sample on {', '.join(sorted(holdout))} (pair set: "
+              + ", ".join(f"{k} {v:.3f}" for k, v in pair_set.items()) + ")", file=sys.stderr)
+        _emit(format_fit(rows, args.format), args.holdout_table)
+        if args.plot:
+            stem = Path(args.plot)
+            plot_fit(rows, str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
+                     f"{name}: predicted on {', '.join(sorted(holdout))}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arenabench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -173,6 +261,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--uri", help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///results/mlflow.db)"
     )
     c.set_defaults(fn=cmd_compare)
+    from arenabench.calibration.stats import FORMATS as STAT_FORMATS
+    from arenabench.calibration.stats import N_BOOT
+
+    files_help = "judgment files or folders: LLMBar result.json, FastChat *_pair/_single.jsonl, our .jsonl"
+    s = sub.add_parser("judge-stats", help="a real judge's statistics from recorded judgments, with bootstrap CIs")
+    s.add_argument("files", nargs="+", help=files_help)
+    s.add_argument("--judge", help="only this judge (default: every judge in the files)")
+    s.add_argument("--by", choices=("judge", "source"), default="judge", help="one block per judge or per judge and source")
+    s.add_argument("--boot", type=int, default=N_BOOT, help="bootstrap replicates over items (seed 0)")
+    s.add_argument("--format", default="markdown", choices=STAT_FORMATS)
+    s.add_argument("--output", "-o", help="write the table here instead of stdout")
+    s.set_defaults(fn=cmd_judge_stats)
+    k = sub.add_parser("calibrate", help="fit a simulated judge (kind ordinal) to recorded judgments")
+    k.add_argument("files", nargs="+", help=files_help)
+    k.add_argument("--out", required=True, help="the preset YAML to write, e.g. conf/judge/NAME.yaml")
+    k.add_argument("--judge", help="the judge to fit (needed when the files hold several)")
+    k.add_argument("--holdout", action="append", help="a source to leave out of the fit and predict (repeatable), e.g. llmbar/Natural")
+    k.add_argument("--description", help="one line for the YAML's header")
+    k.add_argument("--n-sim", type=int, default=20000, help="simulated pairs per evaluation (common random numbers)")
+    k.add_argument("--format", default="markdown", choices=STAT_FORMATS)
+    k.add_argument("--fit-table", help="write the goodness-of-fit table here instead of stdout")
+    k.add_argument("--holdout-table", help="write the out-of-sample table here instead of stdout")
+    k.add_argument("--plot", help="write the fit plot (PNG) here; with --holdout also <stem>_holdout.png")
+    k.set_defaults(fn=cmd_calibrate)
     return p
 
 

@@ -91,12 +91,15 @@ class _Draws:
 
 
 def simulate(judge: OrdinalJudge, gap_mean: float, gap_sd: float, like: JudgeData, draws: _Draws,
-             hist: np.ndarray | None = None) -> JudgeData:
+             hist: np.ndarray | None = None, level_mean: float = 0.0, level_sd: float = 1.0) -> JudgeData:
     """Simulated judgments of ``draws.n`` recorded-like pairs, with ``like``'s parts (gold,
-    scores, pairs, re-scores). ``hist`` given: the judge's cutpoints are set to match it first."""
+    scores, pairs, re-scores). ``hist`` given: the judge's cutpoints are set to match it first.
+    Pair midpoints ~ N(level_mean, level_sd²): (0, 1) fixes the unit of a fit; another pair
+    set judged by an already fitted judge has its own (:func:`fit_pair_set`)."""
     n = draws.n
     d = gap_mean + gap_sd * draws.g
-    za, zb = draws.m + d / 2, draws.m - d / 2
+    m = level_mean + level_sd * draws.m
+    za, zb = m + d / 2, m - d / 2
     r = judge.rejudge_share
     fixed = math.sqrt(1 - r) * draws.fix
     ua = za + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[0])
@@ -232,7 +235,8 @@ def fit_rows(f: Fit) -> list[dict]:
     rows = []
     for name, s in f.measured.items():
         got = f.fitted.get(name, math.nan)
-        role = "target" if name in f.targets else ("histogram" if name.startswith("hist_") else "predicted")
+        implied = name.startswith("hist_") or name in ("point_top_share", "point_mean")
+        role = "target" if name in f.targets else ("histogram" if implied else "predicted")
         rows.append({
             "statistic": name, "role": role, "measured": s["value"], "lo": s["lo"], "hi": s["hi"],
             "fitted": got, "inside": bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9) if not math.isnan(s["lo"]) else None,
@@ -262,6 +266,45 @@ def predict(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED + 
     judge = f.judge()
     gm, gs = gap if gap is not None else (f.gap_mean, f.gap_sd)
     return _values(measure(simulate(judge, gm, gs, data, _Draws(n_sim, seed)), n_boot=0))
+
+
+POINT_ONLY = ("point_tie_rate", "point_accuracy")
+
+
+def fit_pair_set(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED + 2,
+                 maxfev: int = 800) -> tuple[dict, dict[str, float], dict]:
+    """Out of sample: keep the fitted judge (cutpoints, noise, bias, ties) and fit only the new
+    pair set's distribution — level mean and SD, gap mean and SD — to its *pointwise*
+    statistics (score histogram, point tie rate, point accuracy). Every pairwise and cross
+    statistic of the new set is then a prediction. Returns (pair-set parameters, predicted
+    statistics, measured statistics)."""
+    measured = measure(data)
+    names = [k for k in measured if k.startswith("hist_")] + [t for t in POINT_ONLY if t in measured]
+    obs = np.array([measured[k]["value"] for k in names])
+    se = np.array([max((measured[k]["hi"] - measured[k]["lo"]) / 3.92, SE_FLOOR) for k in names])
+    draws = _Draws(n_sim, seed)
+    has_gold = bool(np.any(data.gold != 0))
+
+    def unpack(x):
+        return {"level_mean": float(x[0]), "level_sd": float(math.exp(x[1])),
+                "gap_mean": float(x[2]) if has_gold else 0.0, "gap_sd": float(math.exp(x[3]))}
+
+    def stats_of(p):
+        sim = simulate(f.judge(), p["gap_mean"], p["gap_sd"], data, draws,
+                       level_mean=p["level_mean"], level_sd=p["level_sd"])
+        return _values(measure(sim, n_boot=0))
+
+    def loss(x):
+        got = stats_of(unpack(x))
+        pred = np.array([got.get(k, 0.0) for k in names])
+        return float(np.sum(((pred - obs) / se) ** 2))
+
+    x0 = np.array([0.0, 0.0, f.gap_mean, math.log(f.gap_sd)])
+    simplex = np.vstack([x0] + [x0 + 0.5 * e for e in np.eye(4)])
+    best = minimize(loss, x0, method="Nelder-Mead",
+                    options={"maxfev": maxfev, "xatol": 1e-3, "fatol": 1e-3, "initial_simplex": simplex})
+    p = unpack(best.x)
+    return p, stats_of(p), measured
 
 
 # --- the preset YAML ----------------------------------------------------------------------------------
@@ -317,4 +360,61 @@ def preset_yaml(f: Fit, name: str, description: str, sources: list[str], command
         f"# derived by: {command}\n"
         "# source(s): " + "; ".join(sorted(set(sources))[:3]) + (" ..." if len(set(sources)) > 3 else "") + "\n"
     )
-    return head + yaml.safe_dump(body, sort_keys=False, width=110)
+    return head + yaml.safe_dump(body, sort_keys=False, width=110, default_flow_style=None)
+
+
+def holdout_rows(measured: dict, predicted: dict[str, float]) -> list[dict]:
+    """Out-of-sample table: measured (CI) beside predicted; the pointwise statistics the pair
+    set was fitted to are marked ``pair-set fit``."""
+    rows = []
+    for name, s in measured.items():
+        got = predicted.get(name, math.nan)
+        role = "pair-set fit" if name.startswith("hist_") or name in POINT_ONLY else "predicted"
+        inside = None if math.isnan(s["lo"]) else bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9)
+        rows.append({"statistic": name, "role": role, "measured": s["value"], "lo": s["lo"], "hi": s["hi"],
+                     "fitted": got, "inside": inside})
+    return rows
+
+
+def plot_fit(rows: list[dict], path: str, title: str) -> None:
+    """Two panels: the score histogram (measured with 95% CI, fitted), and every other statistic
+    (measured with 95% CI; fitted as a marker: filled = fit target, open = predicted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from arenabench.reporting import save_figure
+
+    hist = [r for r in rows if r["statistic"].startswith("hist_")]
+    other = [r for r in rows if not r["statistic"].startswith("hist_") and r["statistic"] != "rescore_noise_sd"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 1.5]})
+    ax = axes[0]
+    if hist:
+        lv = [int(r["statistic"][5:]) for r in hist]
+        m = np.array([r["measured"] for r in hist])
+        err = np.array([[r["measured"] - r["lo"], r["hi"] - r["measured"]] for r in hist]).T
+        ax.bar(lv, m, color="#9ecae1", label="measured (95% CI)")
+        ax.errorbar(lv, m, yerr=np.clip(err, 0, None), fmt="none", ecolor="#3182bd", capsize=3)
+        ax.plot(lv, [r["fitted"] for r in hist], "o", color="#d62728", label="fitted simulator")
+        ax.set_xticks(lv)
+        ax.legend(fontsize=8)
+    ax.set_xlabel("score")
+    ax.set_ylabel("share of scores")
+    ax.set_title("pointwise score histogram")
+    ax = axes[1]
+    y = np.arange(len(other))[::-1]
+    for yi, r in zip(y, other, strict=True):
+        ax.plot([r["lo"], r["hi"]], [yi, yi], "-", color="#3182bd", lw=3, alpha=0.6)
+        ax.plot(r["measured"], yi, "|", color="#08519c", ms=12)
+        target = r["role"] in ("target", "pair-set fit")
+        ax.plot(r["fitted"], yi, "o", color="#d62728", mfc="#d62728" if target else "white", ms=7)
+    ax.set_yticks(y)
+    ax.set_yticklabels([f"{r['statistic']} ({r['role']})" for r in other], fontsize=8)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_xlabel("value (bar: measured 95% CI; dot: simulator, filled = fitted to, open = predicted)")
+    ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)

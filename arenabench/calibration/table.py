@@ -89,12 +89,20 @@ class JudgmentTable:
     rows: list[Judgment] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
     files: list[str] = field(default_factory=list)
+    # file → the (judge, source) pairs its rows belong to (provenance of a fit on a subset)
+    file_keys: dict[str, set] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __add__(self, other: JudgmentTable) -> JudgmentTable:
-        return JudgmentTable(self.rows + other.rows, self.skipped + other.skipped, self.files + other.files)
+        return JudgmentTable(self.rows + other.rows, self.skipped + other.skipped, self.files + other.files,
+                             {**self.file_keys, **other.file_keys})
+
+    def files_of(self, judge: str, sources: Iterable[str]) -> list[str]:
+        """The files holding rows of ``judge`` from any of ``sources``."""
+        want = {(judge, s) for s in sources}
+        return [f for f in self.files if self.file_keys.get(f, set()) & want]
 
     def judges(self) -> list[str]:
         return sorted({r.judge for r in self.rows})
@@ -106,7 +114,7 @@ class JudgmentTable:
             for r in self.rows
             if (judge is None or r.judge == judge) and (keep is None or r.source in keep)
         ]
-        return JudgmentTable(rows, Counter(self.skipped), list(self.files))
+        return JudgmentTable(rows, Counter(self.skipped), list(self.files), dict(self.file_keys))
 
     def counts(self) -> Counter:
         return Counter((r.judge, r.kind) for r in self.rows)
@@ -135,7 +143,8 @@ class _Rows:
         if not self.rows:
             why = ", ".join(f"{k}: {v}" for k, v in self.skipped.items()) or "the file is empty"
             raise CalibrationDataError(f"{self.path}: no usable judgment ({why})")
-        return JudgmentTable(self.rows, self.skipped, [str(self.path)])
+        keys = {(r.judge, r.source) for r in self.rows}
+        return JudgmentTable(self.rows, self.skipped, [str(self.path)], {str(self.path): keys})
 
 
 # --- LLMBar -------------------------------------------------------------------------------------
