@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
 from pathlib import Path
 
@@ -127,8 +128,10 @@ def _judge_tables(args):
 
     table = load_files(args.files)
     if table.skipped:
-        print("skipped rows: " + ", ".join(f"{k}: {v}" for k, v in sorted(table.skipped.items())),
-              file=sys.stderr)
+        print(
+            "skipped rows: " + ", ".join(f"{k}: {v}" for k, v in sorted(table.skipped.items())),
+            file=sys.stderr,
+        )
     names = table.judges()
     if args.judge:
         if args.judge not in names:
@@ -155,6 +158,7 @@ def cmd_judge_stats(args) -> int:
 def cmd_calibrate(args) -> int:
     from arenabench.calibration import judge_data
     from arenabench.calibration.fit import (
+        N_SIM,
         fit,
         fit_pair_set,
         format_fit,
@@ -166,7 +170,9 @@ def cmd_calibrate(args) -> int:
 
     table, tables = _judge_tables(args)
     if len(tables) != 1:
-        raise ValueError(f"the files hold several judges ({', '.join(t[0] for t in tables)}): pick one with --judge")
+        raise ValueError(
+            f"the files hold several judges ({', '.join(t[0] for t in tables)}): pick one with --judge"
+        )
     label, _ = tables[0]
     holdout = set(args.holdout or [])
     sources = sorted({r.source for r in table.rows if r.judge == label})
@@ -177,14 +183,20 @@ def cmd_calibrate(args) -> int:
     data = judge_data(table.select(label, fit_on), label)
     f = fit(data, n_sim=args.n_sim)
     name = Path(args.out).stem
-    command = "arenabench calibrate " + " ".join(args.files) + f" --judge {label}"
-    command += "".join(f" --holdout {h}" for h in sorted(holdout)) + f" --out {args.out}"
+    argv = ["arenabench", "calibrate", *args.files, "--judge", label]
+    argv += [x for h in sorted(holdout) for x in ("--holdout", h)]
+    argv += (["--description", args.description] if args.description else []) + ["--out", args.out]
+    if args.n_sim != N_SIM:
+        argv += ["--n-sim", str(args.n_sim)]
+    command = shlex.join(argv)
     files = table.files_of(label, fit_on)
     desc = args.description or f"{label} on {', '.join(fit_on)}"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(preset_yaml(f, name, desc, provenance_sources(files), command))
-    print(f"{name}: {desc}; {f.evaluations} evaluations, objective {f.objective:.3f}; wrote {args.out}",
-          file=sys.stderr)
+    print(
+        f"{name}: {desc}; {f.evaluations} evaluations, objective {f.objective:.3f}; wrote {args.out}",
+        file=sys.stderr,
+    )
     _emit(format_fit(f.rows, args.format), args.fit_table)
     if args.plot:
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
@@ -193,13 +205,20 @@ def cmd_calibrate(args) -> int:
         held = judge_data(table.select(label, sorted(holdout)), label)
         pair_set, predicted, measured = fit_pair_set(f, held, n_sim=args.n_sim)
         rows = holdout_rows(measured, predicted)
-        print(f"\nout of sample on {', '.join(sorted(holdout))} (pair set: "
-              + ", ".join(f"{k} {v:.3f}" for k, v in pair_set.items()) + ")", file=sys.stderr)
+        print(
+            f"\nout of sample on {', '.join(sorted(holdout))} (pair set: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in pair_set.items())
+            + ")",
+            file=sys.stderr,
+        )
         _emit(format_fit(rows, args.format), args.holdout_table)
         if args.plot:
             stem = Path(args.plot)
-            plot_fit(rows, str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
-                     f"{name}: predicted on {', '.join(sorted(holdout))}")
+            plot_fit(
+                rows,
+                str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
+                f"{name}: predicted on {', '.join(sorted(holdout))}",
+            )
     return 0
 
 
@@ -265,10 +284,17 @@ def build_parser() -> argparse.ArgumentParser:
     from arenabench.calibration.stats import N_BOOT
 
     files_help = "judgment files or folders: LLMBar result.json, FastChat *_pair/_single.jsonl, our .jsonl"
-    s = sub.add_parser("judge-stats", help="a real judge's statistics from recorded judgments, with bootstrap CIs")
+    s = sub.add_parser(
+        "judge-stats", help="a real judge's statistics from recorded judgments, with bootstrap CIs"
+    )
     s.add_argument("files", nargs="+", help=files_help)
     s.add_argument("--judge", help="only this judge (default: every judge in the files)")
-    s.add_argument("--by", choices=("judge", "source"), default="judge", help="one block per judge or per judge and source")
+    s.add_argument(
+        "--by",
+        choices=("judge", "source"),
+        default="judge",
+        help="one block per judge or per judge and source",
+    )
     s.add_argument("--boot", type=int, default=N_BOOT, help="bootstrap replicates over items (seed 0)")
     s.add_argument("--format", default="markdown", choices=STAT_FORMATS)
     s.add_argument("--output", "-o", help="write the table here instead of stdout")
@@ -277,9 +303,18 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("files", nargs="+", help=files_help)
     k.add_argument("--out", required=True, help="the preset YAML to write, e.g. conf/judge/NAME.yaml")
     k.add_argument("--judge", help="the judge to fit (needed when the files hold several)")
-    k.add_argument("--holdout", action="append", help="a source to leave out of the fit and predict (repeatable), e.g. llmbar/Natural")
+    k.add_argument(
+        "--holdout",
+        action="append",
+        help="a source to leave out of the fit and predict (repeatable), e.g. llmbar/Natural",
+    )
     k.add_argument("--description", help="one line for the YAML's header")
-    k.add_argument("--n-sim", type=int, default=20000, help="simulated pairs per evaluation (common random numbers)")
+    k.add_argument(
+        "--n-sim",
+        type=int,
+        default=20000,
+        help="simulated pairs per evaluation (common random numbers, fixed seed)",
+    )
     k.add_argument("--format", default="markdown", choices=STAT_FORMATS)
     k.add_argument("--fit-table", help="write the goodness-of-fit table here instead of stdout")
     k.add_argument("--holdout-table", help="write the out-of-sample table here instead of stdout")

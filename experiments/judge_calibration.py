@@ -11,26 +11,46 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 from pathlib import Path
 
 import yaml
 
 from arenabench import cli
 from arenabench.calibration import judge_data, load_files
-from arenabench.calibration.stats import format_stats, stats_rows
+from arenabench.calibration.stats import stats_rows
 
 DATA = "data/judgments"
 PRESETS = {  # name: (files, judge, one-line description)
-    "gpt4_llmbar": (f"{DATA}/llmbar", "GPT-4",
-                    "GPT-4 on LLMBar (Natural + 4 Adversarial sets; Vanilla both orders + Rating 0-9)"),
-    "chatgpt_llmbar": (f"{DATA}/llmbar", "ChatGPT",
-                       "ChatGPT on LLMBar (Natural + 4 Adversarial sets; Vanilla both orders + Rating 0-9)"),
-    "gpt4turbo_mtbench": (f"{DATA}/fastchat-gpt-4-turbo", "gpt-4-turbo",
-                          "gpt-4-turbo on MT-bench answers (FastChat pair with ties + single 1-10 with repeats)"),
+    "gpt4_llmbar": (
+        f"{DATA}/llmbar",
+        "GPT-4",
+        "GPT-4 on LLMBar (Natural + 4 Adversarial sets; Vanilla both orders + Rating 0-9)",
+    ),
+    "chatgpt_llmbar": (
+        f"{DATA}/llmbar",
+        "ChatGPT",
+        "ChatGPT on LLMBar (Natural + 4 Adversarial sets; Vanilla both orders + Rating 0-9)",
+    ),
+    "gpt4turbo_mtbench": (
+        f"{DATA}/fastchat-gpt-4-turbo",
+        "gpt-4-turbo",
+        "gpt-4-turbo on MT-bench answers (FastChat pair with ties + single 1-10 with repeats)",
+    ),
 }
 HOLDOUT = "llmbar/Natural"  # fit on LLMBar's Adversarial sets, predict Natural
-KEY = ["point_accuracy", "pair_accuracy", "point_tie_rate", "point_top_share", "pair_consistency",
-       "pair_first_slot", "pair_tie_rate", "pair_point_agreement", "pair_breaks_point_tie", "rescore_agreement"]
+KEY = [
+    "point_accuracy",
+    "pair_accuracy",
+    "point_tie_rate",
+    "point_top_share",
+    "pair_consistency",
+    "pair_first_slot",
+    "pair_tie_rate",
+    "pair_point_agreement",
+    "pair_breaks_point_tie",
+    "rescore_agreement",
+]
 
 
 def _cell(s: dict | None) -> str:
@@ -44,14 +64,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/judges")
     ap.add_argument("--conf", default="conf/judge")
-    ap.add_argument("--n-sim", type=int, default=20000)
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     commands = []
 
     def run(argv: list[str]) -> None:
-        commands.append("arenabench " + " ".join(argv))
+        commands.append(shlex.join(["arenabench", *argv]))
         if cli.main(argv) != 0:
             raise SystemExit(f"failed: {commands[-1]}")
 
@@ -60,21 +79,58 @@ def main() -> None:
     for fmt in ("markdown", "csv", "json"):
         ext = {"markdown": "md", "csv": "csv", "json": "json"}[fmt]
         run(["judge-stats", *files, "--format", fmt, "--output", str(out / f"stats.{ext}")])
-    run(["judge-stats", f"{DATA}/llmbar", "--by", "source", "--format", "csv", "--output",
-         str(out / "stats_by_source.csv")])
+    run(
+        [
+            "judge-stats",
+            f"{DATA}/llmbar",
+            "--by",
+            "source",
+            "--format",
+            "csv",
+            "--output",
+            str(out / "stats_by_source.csv"),
+        ]
+    )
     run(["judge-stats", f"{DATA}/llmbar", "--by", "source", "--output", str(out / "stats_by_source.md")])
     # 2. the committed presets
     for name, (path, judge, desc) in PRESETS.items():
-        run(["calibrate", path, "--judge", judge, "--description", desc, "--n-sim", str(args.n_sim),
-             "--out", f"{args.conf}/{name}.yaml", "--fit-table", str(out / f"{name}_fit.md"),
-             "--plot", str(out / f"{name}_fit.png")])
+        run(
+            [
+                "calibrate",
+                path,
+                "--judge",
+                judge,
+                "--description",
+                desc,
+                "--out",
+                f"{args.conf}/{name}.yaml",
+                "--fit-table",
+                str(out / f"{name}_fit.md"),
+                "--plot",
+                str(out / f"{name}_fit.png"),
+            ]
+        )
     # 3. out of sample: fit on the Adversarial sets, predict Natural (not committed as presets)
     for judge in ("GPT-4", "ChatGPT"):
         tag = judge.lower().replace("-", "")
-        run(["calibrate", f"{DATA}/llmbar", "--judge", judge, "--holdout", HOLDOUT, "--n-sim", str(args.n_sim),
-             "--out", str(out / f"{tag}_adversarial.yaml"), "--fit-table", str(out / f"{tag}_adversarial_fit.md"),
-             "--holdout-table", str(out / f"{tag}_natural_predicted.md"),
-             "--plot", str(out / f"{tag}_adversarial.png")])
+        run(
+            [
+                "calibrate",
+                f"{DATA}/llmbar",
+                "--judge",
+                judge,
+                "--holdout",
+                HOLDOUT,
+                "--out",
+                str(out / f"{tag}_adversarial.yaml"),
+                "--fit-table",
+                str(out / f"{tag}_adversarial_fit.md"),
+                "--holdout-table",
+                str(out / f"{tag}_natural_predicted.md"),
+                "--plot",
+                str(out / f"{tag}_adversarial.png"),
+            ]
+        )
     # 4. README: the key numbers per judge and the fitted parameters
     table = load_files(files)
     key = {j: {r["statistic"]: r for r in stats_rows([(j, judge_data(table, j))])} for j in table.judges()}
@@ -82,8 +138,9 @@ def main() -> None:
         "# Recorded real judges: statistics, fitted presets, out-of-sample checks",
         "",
         "Made by `make judges` (`python experiments/judge_calibration.py`) from the vendored judgments in "
-        "`data/judgments/` (sources and licenses: `data/judgments/README.md`, `sources.json`). Intervals are 95% "
-        "percentile bootstraps over items (2000 replicates, seed 0); a tie counts 1/2 in every accuracy. "
+        "`data/judgments/` (sources and licenses: `data/judgments/README.md`, `sources.json`). "
+        "Intervals are 95% percentile bootstraps over items (2000 replicates, seed 0); "
+        "a tie counts 1/2 in every accuracy. "
         "Method and definitions: `docs/calibration.md`.",
         "",
         "## Key statistics per judge",
@@ -93,10 +150,19 @@ def main() -> None:
     ]
     for k in KEY:
         lines.append(f"| {k} | " + " | ".join(_cell(key[j].get(k)) for j in key) + " |")
-    lines += ["", f"Skipped rows: {dict(table.skipped)}. Full tables: `stats.md` (per judge), "
-              "`stats_by_source.md` (LLMBar per subset).", "", "## Fitted presets", ""]
-    lines += ["| preset | grid | point_noise | pair_noise | position_bias | tie_margin | rejudge_share | "
-              "recorded gap mean / sd | targets outside CI | predicted outside CI |", "|---|" + "---|" * 9]
+    lines += [
+        "",
+        f"Skipped rows: {dict(table.skipped)}. Full tables: `stats.md` (per judge), "
+        "`stats_by_source.md` (LLMBar per subset).",
+        "",
+        "## Fitted presets",
+        "",
+    ]
+    lines += [
+        "| preset | grid | point_noise | pair_noise | position_bias | tie_margin | rejudge_share | "
+        "recorded gap mean / sd | targets outside CI | predicted outside CI |",
+        "|---|" + "---|" * 9,
+    ]
     for name in list(PRESETS) + ["gpt4_adversarial", "chatgpt_adversarial"]:
         path = Path(args.conf) / f"{name}.yaml" if name in PRESETS else out / f"{name}.yaml"
         y = yaml.safe_load(path.read_text())
@@ -105,14 +171,21 @@ def main() -> None:
         bad_p = [k for k, v in fit.items() if v["role"] == "predicted" and v["inside"] is False]
         g = y["provenance"]["recorded_gap"]
         lines.append(
-            f"| `{name}` | {y['grid']} | {y['point_noise']:.3f} | {y['pair_noise']:.3f} | {y['position_bias']:.3f} | "
+            f"| `{name}` | {y['grid']} | {y['point_noise']:.3f} | {y['pair_noise']:.3f} | "
+            f"{y['position_bias']:.3f} | "
             f"{y['tie_margin']:.3f} | {y['rejudge_share']:.3f} | {g['mean']:.2f} / {g['sd']:.2f} | "
             f"{', '.join(bad_t) or 'none'} | {', '.join(bad_p) or 'none'} |"
         )
-    lines += ["", "Fit tables and plots: `<preset>_fit.md`, `<preset>_fit.png`. Out of sample (fit on the four "
-              "Adversarial sets, only the Natural pair set's level and gap distribution refitted to its pointwise "
-              "statistics, every pairwise and cross statistic predicted): `gpt4_natural_predicted.md`, "
-              "`chatgpt_natural_predicted.md` and the `*_adversarial_holdout.png` plots.", "", "## Commands", ""]
+    lines += [
+        "",
+        "Fit tables and plots: `<preset>_fit.md`, `<preset>_fit.png`. Out of sample (fit on the four "
+        "Adversarial sets, only the Natural pair set's level and gap distribution refitted to its pointwise "
+        "statistics, every pairwise and cross statistic predicted): `gpt4_natural_predicted.md`, "
+        "`chatgpt_natural_predicted.md` and the `*_adversarial_holdout.png` plots.",
+        "",
+        "## Commands",
+        "",
+    ]
     lines += [f"    {c}" for c in commands]
     (out / "README.md").write_text("\n".join(lines) + "\n")
     (out / "commands.json").write_text(json.dumps(commands, indent=2) + "\n")

@@ -66,7 +66,7 @@ def test_llm_judge_conf_lists_every_parameter_with_its_default(kind):
 
 
 def test_judge_factory_errors_name_the_choices():
-    with pytest.raises(ValueError, match="registered: simulated, vllm, openai"):
+    with pytest.raises(ValueError, match="registered: simulated, ordinal, vllm, openai"):
         judges.build({"kind": "vlm"})
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['temp'\].*valid: \['model'"):
         judges.build({"kind": "vllm", "model": "m", "temp": 0.5})

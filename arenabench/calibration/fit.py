@@ -90,8 +90,16 @@ class _Draws:
         self.pair = rng.standard_normal((2, n))  # per-order pair noise: ab, ba
 
 
-def simulate(judge: OrdinalJudge, gap_mean: float, gap_sd: float, like: JudgeData, draws: _Draws,
-             hist: np.ndarray | None = None, level_mean: float = 0.0, level_sd: float = 1.0) -> JudgeData:
+def simulate(
+    judge: OrdinalJudge,
+    gap_mean: float,
+    gap_sd: float,
+    like: JudgeData,
+    draws: _Draws,
+    hist: np.ndarray | None = None,
+    level_mean: float = 0.0,
+    level_sd: float = 1.0,
+) -> JudgeData:
     """Simulated judgments of ``draws.n`` recorded-like pairs, with ``like``'s parts (gold,
     scores, pairs, re-scores). ``hist`` given: the judge's cutpoints are set to match it first.
     Pair midpoints ~ N(level_mean, level_sd²): (0, 1) fixes the unit of a fit; another pair
@@ -147,8 +155,13 @@ def _values(stats: dict) -> dict[str, float]:
     return {k: v["value"] for k, v in stats.items()}
 
 
-def fit(data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED, measured: dict | None = None,
-        maxfev: int = 1500) -> Fit:
+def fit(
+    data: JudgeData,
+    n_sim: int = N_SIM,
+    seed: int = SIM_SEED,
+    measured: dict | None = None,
+    maxfev: int = 1500,
+) -> Fit:
     """SMM fit of ``data`` (module docstring); ``measured``: its :func:`measure` if already done."""
     measured = measured if measured is not None else measure(data)
     has_gold = bool(np.any(data.gold != 0))
@@ -180,16 +193,28 @@ def fit(data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED, measured: dic
     grid = data.grid or (0, 1)
 
     def unpack(x):
-        p = {"gap_mean": 0.0, "gap_sd": 1.0, "point_noise": 0.0, "pair_noise": 0.0, "position_bias": 0.0,
-             "tie_margin": 0.0, "rejudge_share": 0.0}
+        p = {
+            "gap_mean": 0.0,
+            "gap_sd": 1.0,
+            "point_noise": 0.0,
+            "pair_noise": 0.0,
+            "position_bias": 0.0,
+            "tie_margin": 0.0,
+            "rejudge_share": 0.0,
+        }
         for (name, _, f), xi in zip(free, x, strict=True):
             p[name] = float(f(xi))
         return p
 
     def run(p):
-        judge = OrdinalJudge(grid=grid, point_noise=p["point_noise"], pair_noise=p["pair_noise"],
-                             position_bias=p["position_bias"], tie_margin=p["tie_margin"],
-                             rejudge_share=p["rejudge_share"])
+        judge = OrdinalJudge(
+            grid=grid,
+            point_noise=p["point_noise"],
+            pair_noise=p["pair_noise"],
+            position_bias=p["position_bias"],
+            tie_margin=p["tie_margin"],
+            rejudge_share=p["rejudge_share"],
+        )
         sim = simulate(judge, p["gap_mean"], p["gap_sd"], data, draws, hist)
         return judge, sim
 
@@ -204,9 +229,18 @@ def fit(data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED, measured: dic
     # scipy's default first simplex moves a zero start by 0.00025: far below what changes a
     # verdict on the fixed draws. Steps of 0.5 in every (log/logit) coordinate instead.
     simplex = np.vstack([x0] + [x0 + 0.5 * e for e in np.eye(len(x0))])
-    best = minimize(loss, x0, method="Nelder-Mead",
-                    options={"maxfev": maxfev, "xatol": 1e-3, "fatol": 1e-3, "adaptive": True,
-                             "initial_simplex": simplex})
+    best = minimize(
+        loss,
+        x0,
+        method="Nelder-Mead",
+        options={
+            "maxfev": maxfev,
+            "xatol": 1e-3,
+            "fatol": 1e-3,
+            "adaptive": True,
+            "initial_simplex": simplex,
+        },
+    )
     p = unpack(best.x)
     judge, sim = run(p)
     fitted = _values(measure(sim, n_boot=0))
@@ -223,8 +257,9 @@ def fit(data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED, measured: dic
         "quality_loc": QUALITY_MEAN,
         "quality_scale": round(SIM_QUALITY_SD / sd_z, 6),
     }
-    out = Fit(params, p["gap_mean"], p["gap_sd"], measured, fitted, targets, float(best.fun), int(best.nfev),
-              n_sim)
+    out = Fit(
+        params, p["gap_mean"], p["gap_sd"], measured, fitted, targets, float(best.fun), int(best.nfev), n_sim
+    )
     out.rows = fit_rows(out)
     return out
 
@@ -237,10 +272,17 @@ def fit_rows(f: Fit) -> list[dict]:
         got = f.fitted.get(name, math.nan)
         implied = name.startswith("hist_") or name in ("point_top_share", "point_mean")
         role = "target" if name in f.targets else ("histogram" if implied else "predicted")
-        rows.append({
-            "statistic": name, "role": role, "measured": s["value"], "lo": s["lo"], "hi": s["hi"],
-            "fitted": got, "inside": bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9) if not math.isnan(s["lo"]) else None,
-        })
+        rows.append(
+            {
+                "statistic": name,
+                "role": role,
+                "measured": s["value"],
+                "lo": s["lo"],
+                "hi": s["hi"],
+                "fitted": got,
+                "inside": bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9) if not math.isnan(s["lo"]) else None,
+            }
+        )
     return rows
 
 
@@ -254,13 +296,20 @@ def format_fit(rows: list[dict], fmt: str = "markdown") -> str:
         return df.to_csv(index=False)
     from arenabench.reporting import fixed3, md_table
 
-    df = df.assign(ci95=[f"[{r['lo']:.3f}, {r['hi']:.3f}]" if not math.isnan(r["lo"]) else "" for r in rows],
-                   inside=["" if r["inside"] is None else ("yes" if r["inside"] else "NO") for r in rows])
+    df = df.assign(
+        ci95=[f"[{r['lo']:.3f}, {r['hi']:.3f}]" if not math.isnan(r["lo"]) else "" for r in rows],
+        inside=["" if r["inside"] is None else ("yes" if r["inside"] else "NO") for r in rows],
+    )
     return md_table(df[["statistic", "role", "measured", "ci95", "fitted", "inside"]], cell=fixed3)
 
 
-def predict(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED + 1,
-            gap: tuple[float, float] | None = None) -> dict[str, float]:
+def predict(
+    f: Fit,
+    data: JudgeData,
+    n_sim: int = N_SIM,
+    seed: int = SIM_SEED + 1,
+    gap: tuple[float, float] | None = None,
+) -> dict[str, float]:
     """The fitted judge's statistics on pairs like ``data`` (out of sample: a new set of draws).
     ``gap``: the recorded gap distribution to use (default the fit's own)."""
     judge = f.judge()
@@ -271,8 +320,9 @@ def predict(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED + 
 POINT_ONLY = ("point_tie_rate", "point_accuracy")
 
 
-def fit_pair_set(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED + 2,
-                 maxfev: int = 800) -> tuple[dict, dict[str, float], dict]:
+def fit_pair_set(
+    f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SEED + 2, maxfev: int = 800
+) -> tuple[dict, dict[str, float], dict]:
     """Out of sample: keep the fitted judge (cutpoints, noise, bias, ties) and fit only the new
     pair set's distribution — level mean and SD, gap mean and SD — to its *pointwise*
     statistics (score histogram, point tie rate, point accuracy). Every pairwise and cross
@@ -286,12 +336,23 @@ def fit_pair_set(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SE
     has_gold = bool(np.any(data.gold != 0))
 
     def unpack(x):
-        return {"level_mean": float(x[0]), "level_sd": float(math.exp(x[1])),
-                "gap_mean": float(x[2]) if has_gold else 0.0, "gap_sd": float(math.exp(x[3]))}
+        return {
+            "level_mean": float(x[0]),
+            "level_sd": float(math.exp(x[1])),
+            "gap_mean": float(x[2]) if has_gold else 0.0,
+            "gap_sd": float(math.exp(x[3])),
+        }
 
     def stats_of(p):
-        sim = simulate(f.judge(), p["gap_mean"], p["gap_sd"], data, draws,
-                       level_mean=p["level_mean"], level_sd=p["level_sd"])
+        sim = simulate(
+            f.judge(),
+            p["gap_mean"],
+            p["gap_sd"],
+            data,
+            draws,
+            level_mean=p["level_mean"],
+            level_sd=p["level_sd"],
+        )
         return _values(measure(sim, n_boot=0))
 
     def loss(x):
@@ -301,8 +362,12 @@ def fit_pair_set(f: Fit, data: JudgeData, n_sim: int = N_SIM, seed: int = SIM_SE
 
     x0 = np.array([0.0, 0.0, f.gap_mean, math.log(f.gap_sd)])
     simplex = np.vstack([x0] + [x0 + 0.5 * e for e in np.eye(4)])
-    best = minimize(loss, x0, method="Nelder-Mead",
-                    options={"maxfev": maxfev, "xatol": 1e-3, "fatol": 1e-3, "initial_simplex": simplex})
+    best = minimize(
+        loss,
+        x0,
+        method="Nelder-Mead",
+        options={"maxfev": maxfev, "xatol": 1e-3, "fatol": 1e-3, "initial_simplex": simplex},
+    )
     p = unpack(best.x)
     return p, stats_of(p), measured
 
@@ -328,8 +393,9 @@ def provenance_sources(files: list[str]) -> list[str]:
                     entry = table[rel]
                 elif rel.startswith("llmbar/") and "llmbar" in table:
                     _, subset, judge, strategy, _ = rel.split("/")
-                    entry = table["llmbar"].format(subset=subset.replace("_", "/", 1), judge=judge,
-                                                   strategy=strategy)
+                    entry = table["llmbar"].format(
+                        subset=subset.replace("_", "/", 1), judge=judge, strategy=strategy
+                    )
                 break
         if entry is None:
             entry = f"{f} (sha256 {hashlib.sha256(p.read_bytes()).hexdigest()[:16]})"
@@ -345,20 +411,33 @@ def preset_yaml(f: Fit, name: str, description: str, sources: list[str], command
         "sources": sources,
         "command": command,
         "method": "simulated method of moments (arenabench/calibration/fit.py)",
-        "recorded_gap": {"mean": round(f.gap_mean, 6), "sd": round(f.gap_sd, 6),
-                         "note": "gold-better minus gold-worse, as this judge perceives it; level ~ N(0, 1)"},
+        "recorded_gap": {
+            "mean": round(f.gap_mean, 6),
+            "sd": round(f.gap_sd, 6),
+            "note": "gold-better minus gold-worse, as this judge perceives it; level ~ N(0, 1)",
+        },
         "objective": round(f.objective, 4),
         "targets": list(f.targets),
-        "fit": {r["statistic"]: {k: (None if isinstance(r[k], float) and math.isnan(r[k]) else
-                                     (round(r[k], 4) if isinstance(r[k], float) else r[k]))
-                                 for k in ("role", "measured", "lo", "hi", "fitted", "inside")}
-                for r in f.rows},
+        "fit": {
+            r["statistic"]: {
+                k: (
+                    None
+                    if isinstance(r[k], float) and math.isnan(r[k])
+                    else (round(r[k], 4) if isinstance(r[k], float) else r[k])
+                )
+                for k in ("role", "measured", "lo", "hi", "fitted", "inside")
+            }
+            for r in f.rows
+        },
     }
     body = {"kind": "ordinal", **f.params, "seed": seed, "provenance": prov}
     head = (
         f"# fitted judge '{name}' (arenabench/judges/ordinal.py): {description}\n"
         f"# derived by: {command}\n"
-        "# source(s): " + "; ".join(sorted(set(sources))[:3]) + (" ..." if len(set(sources)) > 3 else "") + "\n"
+        "# source(s): "
+        + "; ".join(sorted(set(sources))[:3])
+        + (" ..." if len(set(sources)) > 3 else "")
+        + "\n"
     )
     return head + yaml.safe_dump(body, sort_keys=False, width=110, default_flow_style=None)
 
@@ -369,10 +448,20 @@ def holdout_rows(measured: dict, predicted: dict[str, float]) -> list[dict]:
     rows = []
     for name, s in measured.items():
         got = predicted.get(name, math.nan)
-        role = "pair-set fit" if name.startswith("hist_") or name in POINT_ONLY else "predicted"
+        implied = name.startswith("hist_") or name in ("point_top_share", "point_mean")
+        role = "pair-set fit" if implied or name in POINT_ONLY else "predicted"
         inside = None if math.isnan(s["lo"]) else bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9)
-        rows.append({"statistic": name, "role": role, "measured": s["value"], "lo": s["lo"], "hi": s["hi"],
-                     "fitted": got, "inside": inside})
+        rows.append(
+            {
+                "statistic": name,
+                "role": role,
+                "measured": s["value"],
+                "lo": s["lo"],
+                "hi": s["hi"],
+                "fitted": got,
+                "inside": inside,
+            }
+        )
     return rows
 
 
@@ -387,7 +476,9 @@ def plot_fit(rows: list[dict], path: str, title: str) -> None:
     from arenabench.reporting import save_figure
 
     hist = [r for r in rows if r["statistic"].startswith("hist_")]
-    other = [r for r in rows if not r["statistic"].startswith("hist_") and r["statistic"] != "rescore_noise_sd"]
+    other = [
+        r for r in rows if not r["statistic"].startswith("hist_") and r["statistic"] != "rescore_noise_sd"
+    ]
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 1.5]})
     ax = axes[0]
     if hist:

@@ -96,8 +96,12 @@ class JudgmentTable:
         return len(self.rows)
 
     def __add__(self, other: JudgmentTable) -> JudgmentTable:
-        return JudgmentTable(self.rows + other.rows, self.skipped + other.skipped, self.files + other.files,
-                             {**self.file_keys, **other.file_keys})
+        return JudgmentTable(
+            self.rows + other.rows,
+            self.skipped + other.skipped,
+            self.files + other.files,
+            {**self.file_keys, **other.file_keys},
+        )
 
     def files_of(self, judge: str, sources: Iterable[str]) -> list[str]:
         """The files holding rows of ``judge`` from any of ``sources``."""
@@ -110,9 +114,7 @@ class JudgmentTable:
     def select(self, judge: str | None = None, sources: Iterable[str] | None = None) -> JudgmentTable:
         keep = set(sources) if sources is not None else None
         rows = [
-            r
-            for r in self.rows
-            if (judge is None or r.judge == judge) and (keep is None or r.source in keep)
+            r for r in self.rows if (judge is None or r.judge == judge) and (keep is None or r.source in keep)
         ]
         return JudgmentTable(rows, Counter(self.skipped), list(self.files), dict(self.file_keys))
 
@@ -195,8 +197,14 @@ def load_llmbar(path: str | Path) -> JudgmentTable:
                     finish = raw[1] if isinstance(raw, list) and len(raw) > 1 else ""
                     out.skip(f"score not an integer ({finish or 'unparsed'})")
                     continue
-                out.add(**common, kind="point", response=resp, score=score,
-                        grid_lo=LLMBAR_GRID[0], grid_hi=LLMBAR_GRID[1])
+                out.add(
+                    **common,
+                    kind="point",
+                    response=resp,
+                    score=score,
+                    grid_lo=LLMBAR_GRID[0],
+                    grid_hi=LLMBAR_GRID[1],
+                )
         else:
             for key, order in (("swap = False", "ab"), ("swap = True", "ba")):
                 w = (result.get(key) or {}).get("winner") if isinstance(result, dict) else None
@@ -251,8 +259,15 @@ def load_fastchat_pair(path: str | Path) -> JudgmentTable:
         item = f"{prompt}/{m1}|{m2}"
         repeat = seen[(judge, item)]
         seen[(judge, item)] += 1
-        common = dict(judge=judge, source="mtbench", item=item, prompt=prompt,
-                      a=f"{prompt}/{m1}", b=f"{prompt}/{m2}", repeat=repeat)
+        common = dict(
+            judge=judge,
+            source="mtbench",
+            item=item,
+            prompt=prompt,
+            a=f"{prompt}/{m1}",
+            b=f"{prompt}/{m2}",
+            repeat=repeat,
+        )
         for key, order in (("g1_winner", "ab"), ("g2_winner", "ba")):
             verdict = names.get(rec.get(key))
             if verdict is None:
@@ -284,8 +299,19 @@ def load_fastchat_single(path: str | Path, grid: tuple[int, int] = FASTCHAT_GRID
         resp = f"{prompt}/{model}"
         repeat = seen[(judge, resp)]
         seen[(judge, resp)] += 1
-        out.add(judge=judge, source="mtbench", item=resp, prompt=prompt, kind="point", a=resp,
-                response=resp, score=int(raw), grid_lo=grid[0], grid_hi=grid[1], repeat=repeat)
+        out.add(
+            judge=judge,
+            source="mtbench",
+            item=resp,
+            prompt=prompt,
+            kind="point",
+            a=resp,
+            response=resp,
+            score=int(raw),
+            grid_lo=grid[0],
+            grid_hi=grid[1],
+            repeat=repeat,
+        )
     return out.done()
 
 

@@ -19,7 +19,6 @@ from arenabench.judges.simulated import PRESETS, SimulatedJudge, SimulatedJudgeC
 from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
 
-
 FITTED_DIR = Path(__file__).resolve().parents[2] / "conf" / "judge"
 
 

@@ -24,7 +24,9 @@ def test_llmbar_vanilla_two_orders_per_item_in_output_terms():
     t = load_llmbar(MANUAL / "Vanilla" / "result.json")
     assert len(t) == 26 and not t.skipped
     assert Counter(r.order for r in t.rows) == {"ab": 13, "ba": 13}
-    assert {r.judge for r in t.rows} == {"GPT-4"} and {r.source for r in t.rows} == {"llmbar/Adversarial_Manual"}
+    assert {r.judge for r in t.rows} == {"GPT-4"} and {r.source for r in t.rows} == {
+        "llmbar/Adversarial_Manual"
+    }
     first = [r for r in t.rows if r.item == t.rows[0].item]
     # item 0: label 2, both orders pick output 2 (swap = True is already mapped back by LLMBar)
     assert [(r.order, r.verdict, r.gold) for r in first] == [("ab", "b", "b"), ("ba", "b", "b")]
@@ -86,7 +88,9 @@ def test_our_jsonl_counts_every_bad_row_by_reason(tmp_path):
 
 
 def test_a_file_without_usable_rows_is_one_clear_error():
-    with pytest.raises(CalibrationDataError, match=r"unusable.jsonl: no usable judgment \(.*not a JSON line: 1"):
+    with pytest.raises(
+        CalibrationDataError, match=r"unusable.jsonl: no usable judgment \(.*not a JSON line: 1"
+    ):
         load_jsonl(FIX / "unusable.jsonl")
     with pytest.raises(CalibrationDataError, match="unknown judgment file; valid: LLMBar"):
         load_files([FIX / "README.md"])

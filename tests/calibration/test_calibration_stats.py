@@ -79,7 +79,9 @@ def test_judge_stats_cli_formats(tmp_path, capsys):
     row = next(line for line in out if ",pair_consistency," in line).split(",")
     assert float(row[2]) == pytest.approx(10 / 13)
     path = tmp_path / "s.md"
-    assert cli.main(["judge-stats", str(FIX / "llmbar"), "--by", "source", "--boot", "50", "-o", str(path)]) == 0
+    assert (
+        cli.main(["judge-stats", str(FIX / "llmbar"), "--by", "source", "--boot", "50", "-o", str(path)]) == 0
+    )
     text = path.read_text()
     assert "| GPT-4 llmbar/Adversarial_Manual | pair_consistency | 0.769 |" in text
     assert cli.main(["judge-stats", str(MANUAL), "--judge", "Claude"]) == 2
