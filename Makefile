@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer order bench vllm clean judges
+.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer order bench vllm clean judges judges-fidelity
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ fidelity-integer: $(VENV)/.base  ## the same on the integer-grid judge (ties) ->
 
 judges: $(VENV)/.base  ## issue 25: statistics of the recorded real judges (data/judgments/), the fitted presets conf/judge/{gpt4_llmbar,chatgpt_llmbar,gpt4turbo_mtbench}.yaml, out-of-sample checks -> results/judges/ (~4 min)
 	$(PY) experiments/judge_calibration.py --out results/judges
+
+FITTED_JUDGES := gpt4_llmbar chatgpt_llmbar gpt4turbo_mtbench
+judges-fidelity: $(VENV)/.base  ## the fidelity study (N = 8) under each fitted judge -> results/judges/fidelity/ (~10 min on 2 cores)
+	for j in $(FITTED_JUDGES); do $(PY) experiments/fidelity_study.py --judge $$j --sizes 8 --out results/judges/fidelity/$$j || exit 1; done
+	$(PY) experiments/judge_fidelity_summary.py --out results/judges/fidelity
 
 order: $(VENV)/.base  ## issue 18: order policies × topologies × aggregations, N ∈ {8, 16}, position_gap + calibrated judges, 5 seeds -> results/order/
 	$(PY) experiments/order_study.py --out results/order

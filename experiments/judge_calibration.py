@@ -18,6 +18,7 @@ import yaml
 
 from arenabench import cli
 from arenabench.calibration import judge_data, load_files
+from arenabench.calibration.fit import format_fit
 from arenabench.calibration.stats import stats_rows
 
 DATA = "data/judgments"
@@ -42,6 +43,7 @@ HOLDOUT = "llmbar/Natural"  # fit on LLMBar's Adversarial sets, predict Natural
 KEY = [
     "point_accuracy",
     "pair_accuracy",
+    "pair_minus_point_accuracy",
     "point_tie_rate",
     "point_top_share",
     "pair_consistency",
@@ -126,11 +128,19 @@ def main() -> None:
                 "--fit-table",
                 str(out / f"{tag}_adversarial_fit.md"),
                 "--holdout-table",
-                str(out / f"{tag}_natural_predicted.md"),
+                str(out / f"{tag}_natural_predicted.json"),
+                "--format",
+                "json",
                 "--plot",
                 str(out / f"{tag}_adversarial.png"),
             ]
         )
+    oos = {}
+    for judge in ("GPT-4", "ChatGPT"):
+        tag = judge.lower().replace("-", "")
+        rows = json.loads((out / f"{tag}_natural_predicted.json").read_text())
+        (out / f"{tag}_natural_predicted.md").write_text(format_fit(rows) + "\n")
+        oos[judge] = rows
     # 4. README: the key numbers per judge and the fitted parameters
     table = load_files(files)
     key = {j: {r["statistic"]: r for r in stats_rows([(j, judge_data(table, j))])} for j in table.judges()}
@@ -150,6 +160,37 @@ def main() -> None:
     ]
     for k in KEY:
         lines.append(f"| {k} | " + " | ".join(_cell(key[j].get(k)) for j in key) + " |")
+    by_src = {}
+    for j in ("GPT-4", "ChatGPT"):
+        for src in sorted({r.source for r in table.rows if r.judge == j}):
+            d = judge_data(table.select(j, [src]), j)
+            by_src[(j, src)] = {r["statistic"]: r for r in stats_rows([(j, d)])}
+    lines += [
+        "",
+        "## Pairwise vs pointwise accuracy against human gold (LLMBar)",
+        "",
+        "Single-order verdicts vs scores of the same items; the difference is paired by item.",
+        "",
+        "| judge | items | pair_accuracy | point_accuracy | pair − point | point_tie_rate "
+        "| pair_consistency |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (j, src), st in [((j, "all LLMBar"), key[j]) for j in ("GPT-4", "ChatGPT")] + list(by_src.items()):
+        lines.append(
+            f"| {j} | {src} | {_cell(st.get('pair_accuracy'))} | {_cell(st.get('point_accuracy'))} | "
+            f"{_cell(st.get('pair_minus_point_accuracy'))} | {_cell(st.get('point_tie_rate'))} | "
+            f"{_cell(st.get('pair_consistency'))} |"
+        )
+    lines += ["", "## Out of sample: fit on LLMBar's four Adversarial sets, predict Natural", ""]
+    for j, rows in oos.items():
+        pred = [r for r in rows if r["role"] == "predicted" and r["inside"] is not None]
+        bad = [r for r in pred if not r["inside"]]
+        outside = ", ".join(f"{r['statistic']} {r['fitted']:.3f} vs {r['measured']:.3f}" for r in bad)
+        lines.append(
+            f"- **{j}**: {len(pred) - len(bad)} of {len(pred)} predicted statistics inside their 95% CI"
+            + (f"; outside (predicted vs measured): {outside}" if bad else "")
+            + "."
+        )
     lines += [
         "",
         f"Skipped rows: {dict(table.skipped)}. Full tables: `stats.md` (per judge), "

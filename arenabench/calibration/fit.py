@@ -264,25 +264,31 @@ def fit(
     return out
 
 
+def _implied(name: str) -> bool:
+    """Statistics the score histogram fixes (matched by the cutpoints)."""
+    return name.startswith("hist_") or name in ("point_top_share", "point_mean")
+
+
+def _fit_row(name: str, s: dict, got: float, role: str) -> dict:
+    inside = None if math.isnan(s["lo"]) else bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9)
+    return {
+        "statistic": name,
+        "role": role,
+        "measured": s["value"],
+        "lo": s["lo"],
+        "hi": s["hi"],
+        "fitted": got,
+        "inside": inside,
+    }
+
+
 def fit_rows(f: Fit) -> list[dict]:
     """Goodness of fit: every measured statistic, its CI, the fitted simulator's value, whether
     it was a fit target, and whether the fitted value lies inside the CI."""
     rows = []
     for name, s in f.measured.items():
-        got = f.fitted.get(name, math.nan)
-        implied = name.startswith("hist_") or name in ("point_top_share", "point_mean")
-        role = "target" if name in f.targets else ("histogram" if implied else "predicted")
-        rows.append(
-            {
-                "statistic": name,
-                "role": role,
-                "measured": s["value"],
-                "lo": s["lo"],
-                "hi": s["hi"],
-                "fitted": got,
-                "inside": bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9) if not math.isnan(s["lo"]) else None,
-            }
-        )
+        role = "target" if name in f.targets else ("histogram" if _implied(name) else "predicted")
+        rows.append(_fit_row(name, s, f.fitted.get(name, math.nan), role))
     return rows
 
 
@@ -447,21 +453,8 @@ def holdout_rows(measured: dict, predicted: dict[str, float]) -> list[dict]:
     set was fitted to are marked ``pair-set fit``."""
     rows = []
     for name, s in measured.items():
-        got = predicted.get(name, math.nan)
-        implied = name.startswith("hist_") or name in ("point_top_share", "point_mean")
-        role = "pair-set fit" if implied or name in POINT_ONLY else "predicted"
-        inside = None if math.isnan(s["lo"]) else bool(s["lo"] - 1e-9 <= got <= s["hi"] + 1e-9)
-        rows.append(
-            {
-                "statistic": name,
-                "role": role,
-                "measured": s["value"],
-                "lo": s["lo"],
-                "hi": s["hi"],
-                "fitted": got,
-                "inside": inside,
-            }
-        )
+        role = "pair-set fit" if _implied(name) or name in POINT_ONLY else "predicted"
+        rows.append(_fit_row(name, s, predicted.get(name, math.nan), role))
     return rows
 
 

@@ -42,6 +42,7 @@ STATISTICS: dict[str, str] = {
     "pair_accuracy": "pairwise: single-order verdict = gold (tie 1/2)",
     "pair_accuracy_both": "pairwise: both orders summed = gold (a flip is a tie: 1/2)",
     "point_accuracy": "pointwise: higher score = gold (equal scores 1/2)",
+    "pair_minus_point_accuracy": "pair_accuracy - point_accuracy on the items with both (paired by item)",
     "pair_point_agreement": "pair vs point: same winner, where both are decisive",
     "pair_breaks_point_tie": "pair vs point: single-order verdict = gold where the scores tie (tie 1/2)",
 }
@@ -164,6 +165,13 @@ def _item_sums(d: JudgeData) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out["point_accuracy"] = per_item(
         np.where(diff == 0, 0.5, (diff * d.gold > 0).astype(float)), scored & (d.gold != 0), idx
     )
+    # paired by item: the item's mean single-order pair accuracy minus its point accuracy
+    pn, pd_ = out["pair_accuracy"]
+    qn, qd = out["point_accuracy"]
+    both_acc = (pd_ > 0) & (qd > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        delta = np.where(both_acc, pn / np.where(pd_ > 0, pd_, 1) - qn / np.where(qd > 0, qd, 1), 0.0)
+    out["pair_minus_point_accuracy"] = (delta, both_acc.astype(float))
     # pair vs point
     pdiff = diff[vi] if len(vi) else np.zeros(0)
     pscored = scored[vi] if len(vi) else np.zeros(0, dtype=bool)
