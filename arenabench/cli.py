@@ -233,7 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.add_argument("--group-size", "-N", type=int, default=8)
     f.add_argument("--groups", "-G", type=int, default=500)
-    f.add_argument("--judge", default="calibrated", help=f"judge preset: {', '.join(judges.presets())}")
+    f.add_argument(
+        "--judge",
+        default="calibrated",
+        help=f"judge preset ({', '.join(judges.presets())}) or fitted judge ({', '.join(judges.fitted())})",
+    )
     f.add_argument("--seed", type=int, default=0)
     f.add_argument(
         "--order",
