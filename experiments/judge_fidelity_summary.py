@@ -67,12 +67,12 @@ def main() -> None:
         "",
         "Still assumed: the simulated groups (`arenabench.sim`) and the map from their quality to each "
         "judge's latent scale (`quality_loc`, `quality_scale`: the groups' spread = the recorded "
-        "responses' spread); the fitted judges see true gaps with no persistent misperception. That matters "
-        "most for `chatgpt_llmbar`: its fit puts ChatGPT's LLMBar errors (pair accuracy 0.40) into the recorded "
-        "pairs' perceived gaps (mean −0.07, SD 0.20), so on the simulated groups its low pairwise noise makes it "
-        "a far better comparer than the recorded ChatGPT — read its column as an upper bound for comparisons. "
-        "PRC's probability `Φ(d / pair_noise)` is the model's, not measured (the recorded files hold verdicts "
-        "only).",
+        "responses' spread); the fitted judges see true gaps with no persistent misperception. "
+        "That matters most for `chatgpt_llmbar`: its fit puts ChatGPT's LLMBar errors (pair accuracy "
+        "0.40) into the recorded pairs' perceived gaps (mean −0.07, SD 0.20), so on the simulated "
+        "groups its low pairwise noise makes it a far better comparer than the recorded ChatGPT: read "
+        "its column as an upper bound for comparisons. PRC's probability `Φ(d / pair_noise)` is the "
+        "model's, not measured (the recorded files hold verdicts only).",
         "",
         "Commands: `python experiments/fidelity_study.py --judge <preset> --sizes 8 --out "
         "results/judges/fidelity/<preset>`, then `python experiments/judge_fidelity_summary.py` "
