@@ -1,6 +1,6 @@
 """Judges: anything that answers batches of pairwise or pointwise requests.
 
-``build(cfg)`` makes any judge from a ``judge`` config entry (``kind``: simulated, vllm, openai);
+``build(cfg)`` makes any judge from a ``judge`` config entry (``kind``: simulated, ordinal, vllm, openai);
 ``JudgeStack.from_config(cfg)`` adds the ``cache`` / ``faults`` wrappers a trainer uses;
 ``get(name)`` is the shorthand for a simulated preset or a fitted judge (``conf/judge/<name>.yaml``
 of ``kind: ordinal``, written by ``arenabench calibrate``).

@@ -38,11 +38,11 @@ def test_building_a_simulated_judge_imports_no_backend():
 
 
 def test_one_builder_for_every_kind_and_one_error_naming_them():
-    assert judges.JUDGE_KINDS == ("simulated", "vllm", "openai")
+    assert judges.JUDGE_KINDS == ("simulated", "ordinal", "vllm", "openai")
     assert type(judges.build({"kind": "openai", "base_urls": "http://a:1", "model": "m"})) is OpenAIJudge
     assert type(judges.build({"kind": "vllm", "model": "m"})) is VLLMJudge  # no engine until used
     assert judges.build({}).config == judges.get("calibrated").config
-    with pytest.raises(UnknownNameError, match="registered: simulated, vllm, openai. Did you mean 'openai'"):
+    with pytest.raises(UnknownNameError, match="registered: simulated, ordinal, vllm, openai. Did you mean 'openai'"):
         judges.build({"kind": "opnai"})
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['url'\].*valid: \['base_urls'"):
         judges.build({"kind": "openai", "url": "http://a:1", "model": "m"})

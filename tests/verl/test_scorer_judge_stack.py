@@ -73,7 +73,7 @@ def test_faults_are_injected_retried_and_counted():
 def test_quality_stays_a_verl_key_and_kinds_come_from_judges_build():
     stack, quality = judge_stack({"kind": "simulated", "preset": "noiseless", "quality": "hash"})
     assert quality == "hash" and stack.base.preset == "noiseless"
-    with pytest.raises(ValueError, match="registered: simulated, vllm, openai"):
+    with pytest.raises(ValueError, match="registered: simulated, ordinal, vllm, openai"):
         judge_stack({"kind": "vlm"})
     with pytest.raises(ValueError, match="overlap, hash"):
         judge_stack({"kind": "simulated", "quality": "f1"})
