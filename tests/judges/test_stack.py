@@ -42,7 +42,8 @@ def test_one_builder_for_every_kind_and_one_error_naming_them():
     assert type(judges.build({"kind": "openai", "base_urls": "http://a:1", "model": "m"})) is OpenAIJudge
     assert type(judges.build({"kind": "vllm", "model": "m"})) is VLLMJudge  # no engine until used
     assert judges.build({}).config == judges.get("calibrated").config
-    with pytest.raises(UnknownNameError, match="registered: simulated, ordinal, vllm, openai. Did you mean 'openai'"):
+    kinds = "registered: simulated, ordinal, vllm, openai. Did you mean 'openai'"
+    with pytest.raises(UnknownNameError, match=kinds):
         judges.build({"kind": "opnai"})
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['url'\].*valid: \['base_urls'"):
         judges.build({"kind": "openai", "url": "http://a:1", "model": "m"})
