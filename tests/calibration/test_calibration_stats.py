@@ -48,6 +48,8 @@ def stats():
         ("pair_point_agreement", 1.0, 18),
         # tied scores: items 2, 3, 7 right with output 2 first only, 12 wrong both times
         ("pair_breaks_point_tie", 3 / 8, 8),
+        # tied items 2, 3, 7, 12: first slot chosen 0, 2, 2 and 1 times (item 12: with output 2 first)
+        ("pair_first_slot_point_tie", 5 / 8, 8),
         # per item pair minus point: items 2, 3, 7 give 1/2 - 1/2, item 12 gives 0 - 1/2
         ("pair_minus_point_accuracy", -0.5 / 13, 13),
     ],
