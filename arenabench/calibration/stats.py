@@ -37,7 +37,7 @@ STATISTICS: dict[str, str] = {
     "rescore_noise_sd": "pointwise: re-score noise SD in grid units, sqrt(mean (s1 - s2)^2 / 2)",
     "pair_tie_rate": "pairwise: share of single-order verdicts that are ties",
     "pair_first_slot": "pairwise: share of decisive single-order verdicts for the slot shown first",
-    "pair_first_slot_point_tie": "pairwise: first-slot share of decisive verdicts where the scores tie (close pairs)",
+    "pair_first_slot_point_tie": "pairwise: first-slot share of decisive verdicts where the scores tie",
     "pair_consistency": "pairwise: same verdict in both orders (position consistency)",
     "pair_flip_rate": "pairwise: decisive in both orders with different winners",
     "pair_accuracy": "pairwise: single-order verdict = gold (tie 1/2)",
@@ -179,7 +179,8 @@ def _item_sums(d: JudgeData) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out["pair_point_agreement"] = per_item((v == pdiff).astype(float), decisive & pscored & (pdiff != 0), vi)
     out["pair_breaks_point_tie"] = per_item(correct, have & pscored & (pdiff == 0) & (g != 0), vi)
     # position bias where the judge's own scores call the pair close (a gap-dependent bias shows here)
-    out["pair_first_slot_point_tie"] = per_item((v == first).astype(float), decisive & pscored & (pdiff == 0), vi)
+    close = decisive & pscored & (pdiff == 0)
+    out["pair_first_slot_point_tie"] = per_item((v == first).astype(float), close, vi)
     return out
 
 
