@@ -13,6 +13,10 @@ of :data:`STAT_KEYS`, so :class:`~arenabench.judges.stack.JudgeStack` reads the 
   ``:``); tokens as the backend reports them (0 for the simulator).
 * ``cache_hits`` / ``cache_misses`` (a :class:`CachedJudge` fills them) and ``faults``
   (injected faults, a :class:`FaultyJudge` fills it): 0 on a bare judge.
+* ``answered`` / ``lost`` / ``outage_s``: a served backend's outage accounting (posts that got a
+  final reply, requests given up after the outage deadline, seconds with a request in an outage;
+  :mod:`arenabench.judges.openai_compat`), so ``calls == answered + retries + lost`` there; 0 on
+  backends without a transport.
 
 A wrapper's ``stats`` is its inner judge's with its own keys set, so counters flow outward.
 """
@@ -36,6 +40,9 @@ STAT_KEYS = (
     "cache_hits",
     "cache_misses",
     "faults",
+    "answered",
+    "lost",
+    "outage_s",
 )
 
 
@@ -69,7 +76,7 @@ def percentiles(
 
 def empty_stats() -> dict[str, Any]:
     """A zeroed ``stats`` mapping (``failures`` is a reason-prefix → count dict)."""
-    return {k: {} if k == "failures" else 0 for k in STAT_KEYS}
+    return {k: {} if k == "failures" else 0.0 if k == "outage_s" else 0 for k in STAT_KEYS}
 
 
 class JudgeAccounting:
