@@ -135,6 +135,14 @@ class WrapperStats:
     ajudge_pairs = property(lambda self: self._async_method("ajudge_pairs"))
     ascore_points = property(lambda self: self._async_method("ascore_points"))
 
+    async def aclose(self) -> None:
+        """Close the inner judge's per-loop session, if it keeps one (the engine calls this at the
+        end of a pipelined step; a wrapper that did not forward it left a served judge's HTTP
+        session and connections open after every step)."""
+        inner = getattr(self.inner, "aclose", None)
+        if inner is not None:
+            await inner()
+
     @property
     def prefers_pipelined(self) -> bool:
         inner_wants = bool(getattr(self.inner, "prefers_pipelined", False))

@@ -26,7 +26,10 @@ _STEP_COUNTERS = {
     "prompt_tokens": "judge_prompt_tokens",
     "completion_tokens": "judge_completion_tokens",
     # a served judge's outages (docs/faults.md): requests resent, seconds with a request in an
-    # outage, requests given up after the outage deadline (0 for a judge with no transport)
+    # outage, requests given up after the outage deadline (0 for a judge with no transport); with
+    # the backend's calls and final replies: judge_backend_calls = answered + resent + lost
+    "calls": "judge_backend_calls",
+    "answered": "judge_answered",
     "retries": "judge_resent",
     "outage_s": "judge_outage_s",
     "lost": "judge_lost",

@@ -112,6 +112,8 @@ def test_step_metrics_are_per_step_and_zero_without_a_batch(tmp_path):
         "cache_misses": 0.0,
         "judge_prompt_tokens": 0.0,
         "judge_completion_tokens": 0.0,
+        "judge_backend_calls": 0.0,
+        "judge_answered": 0.0,
         "judge_resent": 0.0,
         "judge_outage_s": 0.0,
         "judge_lost": 0.0,

@@ -60,6 +60,8 @@ STEP_METRICS = (
     "cache_misses",
     "judge_prompt_tokens",
     "judge_completion_tokens",
+    "judge_backend_calls",
+    "judge_answered",
     "judge_resent",
     "judge_outage_s",
     "judge_lost",
@@ -75,9 +77,10 @@ STEP_METRICS = (
 )
 # judge_calls / judge_failures / judge_retries are cumulative (engine requests, retries
 # included); cache_*, judge_*_tokens, judge_latency_* and a served judge's outage counters
-# (judge_resent, judge_outage_s, judge_lost; docs/faults.md) are this step's; outage_groups:
-# this step's groups that lost a request to an outage (all masked, within masked_groups). With fault injection
-# on, ``judge_faults`` (cumulative injected faults) is logged too.
+# (judge_backend_calls = judge_answered + judge_resent + judge_lost, and judge_outage_s;
+# docs/faults.md) are this step's; outage_groups: this step's groups that lost a request to an
+# outage (all masked: within masked_groups). With fault injection on, ``judge_faults``
+# (cumulative injected faults) is logged too.
 
 
 class PolicyReference:
