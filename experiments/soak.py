@@ -77,11 +77,29 @@ class Chaos(threading.Thread):
                     return
                 t0 = time.monotonic()
                 self.server.kill()
+                _say(f"outage {len(self.log) + 1}: killed at step {self.done_step + 1}, down {o['down_s']} s")
                 self.stop.wait(o["down_s"])  # a run ending early cuts the outage short
-                self.server.start()
+                self._restart()
                 self.log.append({**o, "measured_down_s": time.monotonic() - t0})
+                _say(f"outage {len(self.log)}: back after {self.log[-1]['measured_down_s']:.2f} s")
         except BaseException as exc:  # noqa: BLE001 -- reported by the main thread
             self.error = exc
+
+    def _restart(self, tries: int = 5) -> None:
+        """Start the server again; a failed start is retried (bounded) and then raised."""
+        for k in range(tries):
+            try:
+                self.server.start()
+                return
+            except RuntimeError as exc:
+                _say(f"restart {k + 1} of {tries} failed: {exc}")
+                if k == tries - 1:
+                    raise
+                time.sleep(1.0)
+
+
+def _say(msg: str) -> None:
+    print(f"[soak {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def outage_plan(steps: int, outages: int, seed: int, down=(1.0, 20.0)) -> list[dict]:
@@ -144,6 +162,8 @@ class Record:
         self.metrics[step] = dict(metrics)
 
     def on_step(self, step, groups, out):
+        if step % 50 == 0:
+            _say(f"step {step}")
         self.rewards[step] = [(r.reward.copy(), r.advantage.copy()) for r in out.results]
         self.groups[step] = {
             "failed": sum(r.failures > 0 for r in out.results),
@@ -200,6 +220,7 @@ def soak(
     for p in out.glob("judgments.sqlite*"):
         p.unlink()
     (out / "server.log").unlink(missing_ok=True)
+    (out / "server.log.stderr").unlink(missing_ok=True)
     port = free_port()
     server = ServerProcess(port, log=out / "server.log")
     plan = outage_plan(steps, outages, seed, down)
@@ -267,8 +288,8 @@ def soak(
         for s in range(steps):
             w.writerow([s, *(rec.metrics[s][k] for k in COUNTERS)])
     (out / "soak.md").write_text(render(summary))
-    for p in out.glob("judgments.sqlite*"):  # the cache is a by-product, not a result
-        p.unlink()
+    for p in [*out.glob("judgments.sqlite*"), out / "server.log", out / "server.log.stderr"]:
+        p.unlink(missing_ok=True)  # by-products, not results
     return summary
 
 

@@ -24,8 +24,10 @@ It binds loopback addresses only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import random
 import re
 import signal
 import socket
@@ -85,6 +87,12 @@ class StubJudgeServer(ThreadingHTTPServer):
         self.posts = 0
         self.lock = threading.Lock()
         super().__init__((host, port), _Handler)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away (a reset, a timeout) is routine here: no traceback on stderr."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, ConnectionError | TimeoutError):
+            super().handle_error(request, client_address)
 
     def record(self, status: int) -> None:
         if self.log is not None:
@@ -164,14 +172,21 @@ class ServerProcess:
         cmd = [sys.executable, str(PATH), "--port", str(self.port), *self.extra]
         if self.log:
             cmd += ["--log", str(self.log)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # stderr to a file, not a pipe: a pipe nobody reads fills up and freezes the server
+        err_path = Path(str(self.log) + ".stderr") if self.log else None
+        err = err_path.open("ab") if err_path else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        finally:
+            if err_path:
+                err.close()
         self.starts += 1
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:  # bounded: ready, or died, or the timeout
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
-                self.proc = None
-                raise RuntimeError(f"the stub judge exited at start:\n{err}")
+                code, self.proc = self.proc.returncode, None
+                tail = err_path.read_text(errors="replace")[-2000:] if err_path else ""
+                raise RuntimeError(f"the stub judge exited at start ({code}):\n{tail}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=1.0) as r:
                     if r.status == 200:
@@ -189,8 +204,6 @@ class ServerProcess:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        if proc.stderr:
-            proc.stderr.close()
 
     @property
     def running(self) -> bool:
@@ -205,8 +218,22 @@ class ServerProcess:
 
 
 def free_port() -> int:
-    """A free loopback TCP port (the OS's pick, then released)."""
-    with socket.socket() as s:
+    """A free loopback TCP port *below* the kernel's ephemeral range. A port the OS picks from that
+    range (``bind(0)``) can later be taken by an outgoing connection -- even a client's own
+    connect to the dead server (a TCP self-connect) -- and a restart on it then fails."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):  # bounded
+        port = rng.randrange(max(1024, low - 12000), max(1025, low))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # every probe taken: the OS's pick
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
