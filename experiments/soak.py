@@ -325,16 +325,20 @@ def render(s: dict) -> str:
 
 `{s["command"]}` ({s["steps"]} steps, seed {s["seed"]}, `make soak`; the code: `experiments/soak.py`).
 
-Served judge: {s["served_judge"]}; {s["outages"]} outages (down {min(down):.1f}-{max(down):.1f} s,
-{sum(down):.1f} s in all; server started {s["server_starts"]} times); injected faults at rate
-{s["fault_rate"]} in front of it; outage deadline {s["outage_deadline_s"]:g} s.
+Served judge: {s["served_judge"]}; {s["outages"]} outages
+(down {min(down):.1f}-{max(down):.1f} s, {sum(down):.1f} s in all; the server started
+{s["server_starts"]} times); injected faults at rate {s["fault_rate"]} in front of it; outage
+deadline {s["outage_deadline_s"]:g} s.
 
 {table}
 
 Every outage was shorter than the deadline, so no request was lost: the client resent what each
-kill took (with the same body, so the same answer) and the step went on. Groups masked are the
-groups where an injected fault survived the engine's 2 re-asks (``max_failed_share=0``: no group
-trains on partial evidence). Per step: `steps.csv`; everything: `soak.json`.
+kill took (with the same body, so the same answer) and the step went on. The server wrote a few
+more replies than the client read: replies written just as a kill came, lost with the
+connection and resent. Masked groups are those where an injected fault survived the engine's 2
+re-asks (`max_failed_share=0`: no group trains on partial evidence). The rerun's cache misses
+are those requests again: failures are never cached, and the same faults hit the same attempts.
+Per step: `steps.csv`; everything: `soak.json`.
 """
 
 
