@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer order bench vllm clean judges judges-fidelity
+.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,9 @@ order: $(VENV)/.base  ## issue 18: order policies × topologies × aggregations,
 
 bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, pipelined vs lockstep, BT/Kemeny vs choix, trainer, fidelity frontier -> results/bench/ (~12 min on 2 cores)
 	$(PY) benchmarks/run_all.py --out results/bench
+
+soak: $(VENV)/.base  ## issue 29: 500 local-trainer steps against the served test judge, SIGKILLed/restarted 8 times (1-20 s) + 10% injected faults, then a rerun on the cache -> results/soak/ (~15-25 min on 2 busy cores)
+	$(PY) experiments/soak.py --out results/soak
 
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)
 	$(PY) benchmarks/run_all.py --quick --out /tmp/arenabench-bench-quick

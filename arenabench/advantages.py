@@ -122,7 +122,11 @@ def mask_unreliable(
     constructor's fallback rules, and a ranking decision the judge's evidence does not support
     carries no advantage. Every other group keeps its constructor advantages (a copy). Nothing else
     about a masked group changes: its rewards, ranks, flags and judge accounting stay as they are,
-    it is still logged and counted. ``max_failed_share=None`` disables masking. Shared by the local
+    it is still logged and counted. A group that lost any request to a judge outage (``lost > 0``:
+    the judge gave up after its outage deadline) is masked whatever its share: what an outage takes
+    is not a random sample of its evidence (a whole wave, the later rounds of a bracket), so the
+    constructors' per-failure rules, made for sporadic failures, do not cover it
+    (``docs/faults.md``). ``max_failed_share=None`` disables masking. Shared by the local
     trainer and the verl adapter (``engine.max_failed_share`` / ``arenabench.max_failed_share``)."""
     check_failed_share(max_failed_share)
     out, masked = [], 0
@@ -136,9 +140,12 @@ def mask_unreliable(
 
 
 def is_masked(result, max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE) -> bool:
-    """Whether :func:`mask_unreliable` zeroes this group: ``failed_share(result) > max_failed_share``."""
+    """Whether :func:`mask_unreliable` zeroes this group: it lost a request to a judge outage, or
+    ``failed_share(result) > max_failed_share``."""
     check_failed_share(max_failed_share)
-    return max_failed_share is not None and failed_share(result) > float(max_failed_share)
+    if max_failed_share is None:
+        return False
+    return getattr(result, "lost", 0) > 0 or failed_share(result) > float(max_failed_share)
 
 
 def check_failed_share(max_failed_share) -> None:

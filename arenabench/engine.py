@@ -7,7 +7,12 @@ expands each match into both orders × votes (or into the one order the construc
 policy shows: ``arenabench/order.py``), drops duplicate requests, sends one batch
 per judge, retries failures (extra batches, not extra waves), and hands results back.
 Failures that survive the retry budget are counted per group and flagged, never turned
-silently into a tie; each constructor states how it treats a failed match.
+silently into a tie; each constructor states how it treats a failed match. A request the judge
+gave up on after its outage deadline (reason ``outage: ...``, a served judge that stayed away:
+:mod:`arenabench.judges.openai_compat`) is not re-asked -- the judge already waited a whole
+deadline, and a new ``attempt`` would make the answer depend on when the outage happened -- but
+counted as *lost* for every group that asked it (``Accounting.lost``), and a trainer masks such
+a group (:func:`arenabench.advantages.is_masked`): its ranking would rest on partial evidence.
 
 One :meth:`Engine.run` is a :class:`StepRun`: its groups in play (:class:`GroupRun`: the
 generator, the asks in flight, the group's :class:`~arenabench.types.Accounting`), a wave at a
@@ -62,6 +67,7 @@ from arenabench.asyncrun import run_coroutine
 from arenabench.diagnostics import ComparisonHealth, comparison_health
 from arenabench.order import Orienter
 from arenabench.types import (
+    OUTAGE,
     Accounting,
     ConstructorResult,
     Group,
@@ -90,7 +96,8 @@ class StepStats:
     judge_calls: int = 0  # requests actually sent, retries included
     dedup_hits: int = 0
     retries: int = 0
-    failures: int = 0  # requests that still failed after the retry budget
+    failures: int = 0  # requests that still failed after the retry budget (lost ones included)
+    lost: int = 0  # of which given up by the judge after its outage deadline (not re-asked)
     failure_reasons: dict[str, int] = field(default_factory=dict)
     # what the judge's answers to the step's comparisons look like: position consistency, ties,
     # cycles (counts over finished groups; ``arenabench.diagnostics``)
@@ -266,12 +273,13 @@ class StepRun:
         pairs, points = _Batch(), _Batch()
         # refs[g][k]: the unique requests behind group g's k-th ask
         refs = {g: _expand_wave(run.asks, run.group, g, pairs, points) for g, run in self.playing.items()}
-        pair_out, pair_retried = self._send(
+        pair_out, pair_retried, pair_lost = self._send(
             self.engine.judge, "judge_pairs", pairs.reqs, _valid_pair, "pairwise"
         )
-        point_out, point_retried = self._send(
+        point_out, point_retried, point_lost = self._send(
             self.engine.pointwise_judge, "score_points", points.reqs, _valid_point, "pointwise"
         )
+        lost = (pair_lost, point_lost) if pair_lost or point_lost else None
         stats.requests += pairs.asked + points.asked
         stats.dedup_hits += pairs.asked - len(pairs.reqs) + points.asked - len(points.reqs)
         stats.judge_calls += len(pairs.reqs) + len(points.reqs)
@@ -283,15 +291,17 @@ class StepRun:
                 cost.retries += n
                 cost.judge_calls += n
 
-        return {g: _group_replies(run, refs[g], pair_out, point_out) for g, run in self.playing.items()}
+        return {g: _group_replies(run, refs[g], pair_out, point_out, lost) for g, run in self.playing.items()}
 
-    def _send(self, judge, method: str, reqs: list, check, kind: str) -> tuple[list, dict[int, int]]:
-        """One batch, then retry batches for failures; returns (outputs or None, retries per index)."""
+    def _send(self, judge, method: str, reqs: list, check, kind: str) -> tuple[list, dict[int, int], set]:
+        """One batch, then retry batches for failures; returns (outputs or None, retries per
+        index, the indices lost to an outage: failed and not re-asked)."""
         max_retries, stats = self.engine.max_retries, self.stats
         out: list = [None] * len(reqs)
         retried: dict[int, int] = {}
+        lost: set[int] = set()
         if not reqs:
-            return out, retried
+            return out, retried, lost
         if judge is None:
             raise ValueError(f"this constructor needs a {kind} judge, but the engine has none")
         todo = list(range(len(reqs)))
@@ -309,6 +319,11 @@ class StepRun:
                 why = check(rep)
                 if why is None:
                     out[i] = rep
+                elif why.startswith(OUTAGE):  # the judge waited out its deadline: final
+                    lost.add(i)
+                    stats.lost += 1
+                    stats.failures += 1
+                    stats.failure_reasons[why] = stats.failure_reasons.get(why, 0) + 1
                 else:
                     failed.append(i)
                     if attempt == max_retries:
@@ -321,7 +336,7 @@ class StepRun:
             for i in failed:
                 retried[i] = retried.get(i, 0) + 1
             todo = failed
-        return out, retried
+        return out, retried, lost
 
 
 class PipelinedStepRun(StepRun):
@@ -367,9 +382,17 @@ class PipelinedStepRun(StepRun):
                     *(self._request("point", k, r, run) for k, r in zip(point_keys, points.reqs, strict=True))
                 ),
             )
+            lost = None
+            if any(o is _LOST for o in pair_out) or any(o is _LOST for o in point_out):
+                lost = (
+                    {i for i, o in enumerate(pair_out) if o is _LOST},
+                    {i for i, o in enumerate(point_out) if o is _LOST},
+                )
+                pair_out = [None if o is _LOST else o for o in pair_out]
+                point_out = [None if o is _LOST else o for o in point_out]
             run.cost.waves += 1
             self._waves[g] = run.cost.waves
-            self.advance(g, _group_replies(run, refs, pair_out, point_out))
+            self.advance(g, _group_replies(run, refs, pair_out, point_out, lost))
 
     async def _request(self, kind: str, key: tuple, req, run: GroupRun):
         """The reply to one unique request (None if it failed every attempt); shared with an
@@ -402,6 +425,11 @@ class PipelinedStepRun(StepRun):
             why = check(rep)
             if why is None:
                 return rep
+            if why.startswith(OUTAGE):  # the judge waited out its deadline: final, lost
+                stats.lost += 1
+                stats.failures += 1
+                stats.failure_reasons[why] = stats.failure_reasons.get(why, 0) + 1
+                return _LOST
             if attempt == max_retries:
                 stats.failures += 1
                 stats.failure_reasons[why] = stats.failure_reasons.get(why, 0) + 1
@@ -479,9 +507,15 @@ class _Slots:
         self.free += 1
 
 
-def _group_replies(run: GroupRun, refs: list, pair_out: Sequence, point_out: Sequence) -> Replies:
+_LOST = object()  # the pipelined schedule's reply to a request lost to an outage (then None)
+
+
+def _group_replies(
+    run: GroupRun, refs: list, pair_out: Sequence, point_out: Sequence, lost: tuple[set, set] | None = None
+) -> Replies:
     """Group ``run``'s replies to its asks from the wave's outputs (None = failed), counting
-    its failed requests (those a result has no sample of)."""
+    its failed requests (those a result has no sample of) and, when the wave ``lost`` some
+    (pair and point indices), those of its requests."""
     replies: Replies = []
     failures = 0
     for ask, r in zip(run.asks, refs, strict=True):
@@ -495,6 +529,13 @@ def _group_replies(run: GroupRun, refs: list, pair_out: Sequence, point_out: Seq
         replies.append(res)
         failures += len(got) - len(res.samples)
     run.cost.failures += failures
+    if lost is not None:
+        pair_lost, point_lost = lost
+        for ask, r in zip(run.asks, refs, strict=True):
+            if isinstance(ask, Match):
+                run.cost.lost += sum(idx in pair_lost for _, idx in r)
+            else:
+                run.cost.lost += sum(idx in point_lost for idx in r)
     return replies
 
 

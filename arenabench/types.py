@@ -180,6 +180,11 @@ class JudgeFailure:
     reason: str
 
 
+# The reason prefix of a request a served judge gave up on after its outage deadline
+# (``"outage: <last transport error>"``): the engine does not re-ask it and counts it as lost.
+OUTAGE = "outage"
+
+
 # --- what constructors return ---------------------------------------------------------------
 
 
@@ -192,6 +197,7 @@ class Accounting:
     waves: int = 0
     failures: int = 0  # judge requests that still failed after all retries
     retries: int = 0
+    lost: int = 0  # of those failures, requests the judge gave up on after its outage deadline
 
 
 @dataclass
@@ -210,5 +216,6 @@ class ConstructorResult:
     waves: int = 0
     failures: int = 0  # judge requests that still failed after all retries
     retries: int = 0
+    lost: int = 0  # of those failures, lost to a judge outage (the group is masked: advantages.is_masked)
     flags: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -13,6 +13,10 @@ of :data:`STAT_KEYS`, so :class:`~arenabench.judges.stack.JudgeStack` reads the 
   ``:``); tokens as the backend reports them (0 for the simulator).
 * ``cache_hits`` / ``cache_misses`` (a :class:`CachedJudge` fills them) and ``faults``
   (injected faults, a :class:`FaultyJudge` fills it): 0 on a bare judge.
+* ``answered`` / ``lost`` / ``outage_s``: a served backend's outage accounting (posts that got a
+  final reply, requests given up after the outage deadline, seconds with a request in an outage;
+  :mod:`arenabench.judges.openai_compat`), so ``calls == answered + retries + lost`` there; 0 on
+  backends without a transport.
 
 A wrapper's ``stats`` is its inner judge's with its own keys set, so counters flow outward.
 """
@@ -36,6 +40,9 @@ STAT_KEYS = (
     "cache_hits",
     "cache_misses",
     "faults",
+    "answered",
+    "lost",
+    "outage_s",
 )
 
 
@@ -69,7 +76,7 @@ def percentiles(
 
 def empty_stats() -> dict[str, Any]:
     """A zeroed ``stats`` mapping (``failures`` is a reason-prefix → count dict)."""
-    return {k: {} if k == "failures" else 0 for k in STAT_KEYS}
+    return {k: {} if k == "failures" else 0.0 if k == "outage_s" else 0 for k in STAT_KEYS}
 
 
 class JudgeAccounting:
@@ -127,6 +134,14 @@ class WrapperStats:
 
     ajudge_pairs = property(lambda self: self._async_method("ajudge_pairs"))
     ascore_points = property(lambda self: self._async_method("ascore_points"))
+
+    async def aclose(self) -> None:
+        """Close the inner judge's per-loop session, if it keeps one (the engine calls this at the
+        end of a pipelined step; a wrapper that did not forward it left a served judge's HTTP
+        session and connections open after every step)."""
+        inner = getattr(self.inner, "aclose", None)
+        if inner is not None:
+            await inner()
 
     @property
     def prefers_pipelined(self) -> bool:

@@ -13,13 +13,25 @@ Pipelined: ``ajudge_pairs`` is the same in the running event loop, and ``prefers
 makes ``Engine(schedule="auto")`` send each group's next wave as soon as its previous one is
 answered (``arenabench.engine``), at most ``max_concurrency`` requests in flight.
 
-Retries: the backend retries *transport* problems only: connection errors, timeouts, HTTP
-429 and 5xx, up to ``retries`` times with exponential backoff ``backoff_s * 2**k`` (a retry
-goes to the next base URL, so a dead server fails over). Any other 4xx is final. When the
-budget is spent the reply is ``JudgeFailure("http: <reason>")``. A 200 whose body is not the
-expected chat-completion JSON is ``JudgeFailure("bad response: ...")``. A reply that parses
+Outages: a refused connection, a reset, a timeout, HTTP 429 and 5xx are one class, the
+server being away (a ``vllm serve`` replica restarting, a node draining). Such a request is
+resent with the *same* body (so the same seed: an outage never changes an answer) after a
+bounded, jittered exponential backoff ``min(max_backoff_s, backoff_s * 2**k) * (0.5 + u/2)``,
+``u`` a pure function of the request's seed and ``k`` (it moves only *when* a request is resent,
+never what it answers); each resend goes to the next base URL, so a dead replica fails over.
+A request gives up once it has been resent ``retries`` times *and* ``outage_deadline_s`` have
+passed since its first failure; its reply is then ``JudgeFailure("outage: <last reason>")``,
+which the engine does not re-ask (it has waited a whole deadline already) but counts as a lost
+request of its group and masks the group (``arenabench.advantages.is_masked``); see
+``docs/faults.md``. Any other 4xx is final (``"http: status <code>"``). A 200 whose body is not
+the expected chat-completion JSON is ``JudgeFailure("bad response: ...")``. A reply that parses
 badly (truncated, inconsistent verdict) is returned as the parser's failure unchanged: the
 engine's own retry re-asks with a new ``attempt`` number and hence a new seed.
+
+Counters (``stats``, cumulative): ``calls`` (HTTP posts) ``== answered + retries + lost``:
+every post either got a final reply (``answered``), was resent (``retries``) or was the last of
+a request given up (``lost``); ``outage_s`` is the wall time during which at least one request
+was between its first transport failure and its reply (the union of those intervals).
 
 Secrets: the API key is read from the environment variable named ``api_key_env`` at every
 batch (``None``, or an unset/empty variable, sends no ``Authorization`` header). It is never
@@ -34,6 +46,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import itertools
 import json
 import os
 import threading
@@ -45,10 +59,12 @@ from arenabench.asyncrun import run_coroutine
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
 from arenabench.judges.parsing import parse_verdict, verdict_label_probability
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest
+from arenabench.types import OUTAGE, JudgeFailure, PairJudgment, PairRequest
 
 _RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
 _MAX_REASON = 160
+DEFAULT_OUTAGE_DEADLINE_S = 120.0  # why this value: docs/faults.md
+DEFAULT_MAX_BACKOFF_S = 10.0
 
 
 def _normalize_base_url(url: str) -> str:
@@ -89,6 +105,8 @@ class OpenAIJudge(LLMJudge):
         extra_body: dict | None = None,
         mask_tool_outputs: bool = True,
         top_logprobs: int = 0,
+        outage_deadline_s: float = DEFAULT_OUTAGE_DEADLINE_S,
+        max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -101,6 +119,10 @@ class OpenAIJudge(LLMJudge):
             raise ValueError(f"timeout_s must be > 0; got {timeout_s}")
         if backoff_s < 0:
             raise ValueError(f"backoff_s must be >= 0; got {backoff_s}")
+        if not outage_deadline_s >= 0:
+            raise ValueError(f"outage_deadline_s must be >= 0; got {outage_deadline_s}")
+        if not max_backoff_s >= backoff_s:
+            raise ValueError(f"max_backoff_s must be >= backoff_s ({backoff_s}); got {max_backoff_s}")
         self.base_urls = [_normalize_base_url(u) for u in urls]
         self.endpoints = [u + "/v1/chat/completions" for u in self.base_urls]
         if top_logprobs < 0:
@@ -111,6 +133,10 @@ class OpenAIJudge(LLMJudge):
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
         self.backoff_s = float(backoff_s)
+        self.outage_deadline_s = float(outage_deadline_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self._down = 0  # requests now between a transport failure and their reply
+        self._down_since = 0.0
         self.extra_body = dict(extra_body or {})
         self._next_url = 0
         self._lock = threading.Lock()
@@ -231,20 +257,52 @@ class OpenAIJudge(LLMJudge):
         body = self._body(req)
         if isinstance(body, JudgeFailure):
             return body
-        reason = "http: no attempt made"
-        for k in range(self.retries + 1):
-            if k:
+        first_failure = None  # monotonic time of this request's first transport failure
+        try:
+            for k in itertools.count():
+                url = self.endpoints[(url_index + k) % len(self.endpoints)]
+                try:
+                    async with sem:
+                        reply = await self._post(session, url, body, secret)
+                    self.stats["answered"] += 1
+                    return reply
+                except _Retryable as exc:
+                    reason = exc.reason
+                except Exception as exc:  # an unexpected error: final, but still a failure, not a crash
+                    self.stats["answered"] += 1  # not a transport failure: the post is accounted for
+                    return JudgeFailure(self._scrub(f"http: {type(exc).__name__}: {exc}", secret))
+                now = time.monotonic()
+                if first_failure is None:
+                    first_failure = now
+                    self._outage(+1)
+                left = self.outage_deadline_s - (now - first_failure)
+                if k >= self.retries and left <= 0:
+                    self.stats["lost"] += 1
+                    return JudgeFailure(f"{OUTAGE}: {reason}")
                 self.stats["retries"] += 1
-                await asyncio.sleep(self.backoff_s * 2 ** (k - 1))
-            url = self.endpoints[(url_index + k) % len(self.endpoints)]
-            try:
-                async with sem:
-                    return await self._post(session, url, body, secret)
-            except _Retryable as exc:
-                reason = exc.reason
-            except Exception as exc:  # an unexpected error: final, but still a failure, not a crash
-                return JudgeFailure(self._scrub(f"http: {type(exc).__name__}: {exc}", secret))
-        return JudgeFailure(reason)
+                wait = self._backoff(k, body)
+                await asyncio.sleep(wait if k < self.retries else min(wait, left))
+        finally:
+            if first_failure is not None:
+                self._outage(-1)
+        raise AssertionError("unreachable")
+
+    def _backoff(self, k: int, body: dict) -> float:
+        """The wait before resend ``k + 1``: capped exponential, jittered by a pure function of
+        the request body (so a run's timing is reproducible and concurrent resends spread out)."""
+        key = json.dumps([body.get("messages"), body.get("seed"), k], sort_keys=True, default=str)
+        h = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+        u = int.from_bytes(h, "little") / float(1 << 64)
+        return min(self.max_backoff_s, self.backoff_s * 2**k) * (0.5 + 0.5 * u)
+
+    def _outage(self, delta: int) -> None:
+        """Track the requests in an outage; ``stats["outage_s"]`` adds each interval with >= 1."""
+        with self._lock:
+            if delta > 0 and self._down == 0:
+                self._down_since = time.monotonic()
+            self._down += delta
+            if delta < 0 and self._down == 0:
+                self.stats["outage_s"] += time.monotonic() - self._down_since
 
     async def _post(self, session, url, body, secret) -> PairJudgment | JudgeFailure:
         import aiohttp

@@ -25,6 +25,14 @@ _STEP_COUNTERS = {
     "cache_misses": "cache_misses",
     "prompt_tokens": "judge_prompt_tokens",
     "completion_tokens": "judge_completion_tokens",
+    # a served judge's outages (docs/faults.md): requests resent, seconds with a request in an
+    # outage, requests given up after the outage deadline (0 for a judge with no transport); with
+    # the backend's calls and final replies: judge_backend_calls = answered + resent + lost
+    "calls": "judge_backend_calls",
+    "answered": "judge_answered",
+    "retries": "judge_resent",
+    "outage_s": "judge_outage_s",
+    "lost": "judge_lost",
 }
 
 
@@ -116,8 +124,9 @@ class JudgeStack(WrapperStats):
         return {name: float(stats[key]) for key, name in _STEP_COUNTERS.items()}
 
     def step_metrics(self) -> dict[str, float]:
-        """This step's cache hits/misses, tokens and batch-latency p50/p90 (0 with no batch: a
-        step that sent nothing spent no time), plus cumulative ``judge_faults`` with faults on."""
+        """This step's cache hits/misses, tokens, outage counters and batch-latency p50/p90 (0
+        with no batch: a step that sent nothing spent no time), plus cumulative ``judge_faults``
+        with faults on."""
         now = self._counters()
         out = {k: now[k] - self._last[k] for k in now}
         self._last = now

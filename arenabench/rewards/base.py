@@ -131,6 +131,8 @@ class Constructor:
             flags.append("zero_advantage")
         if acc.failures:
             flags.append(f"judge_failures:{acc.failures}")
+        if acc.lost:
+            flags.append(f"judge_outage:{acc.lost}")
         return ConstructorResult(
             # nan_to_num (a copy) only where needed: it costs as much as the rest of this method
             reward=reward.copy() if finite else np.nan_to_num(reward, nan=0.0),
@@ -141,6 +143,7 @@ class Constructor:
             waves=acc.waves,
             failures=acc.failures,
             retries=acc.retries,
+            lost=acc.lost,
             flags=flags,
             extra=outcome.extra,
         )

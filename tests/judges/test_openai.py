@@ -152,6 +152,7 @@ def pair_batch(n):
 def judge(urls, **kw):
     kw.setdefault("backoff_s", 0.01)
     kw.setdefault("timeout_s", 5.0)
+    kw.setdefault("outage_deadline_s", 0.0)  # exactly ``retries`` resends (outages: test_outage.py)
     return OpenAIJudge(urls, "fake-judge", api_key_env=kw.pop("api_key_env", None), **kw)
 
 
@@ -200,9 +201,9 @@ def test_request_body_seed_model_and_extra_body(servers):
 def test_closed_port_fails_after_exact_retries():
     j = judge(closed_port_url(), retries=2)
     out = j.judge_pairs(pair_batch(5))
-    assert all(isinstance(r, JudgeFailure) and r.reason.startswith("http") for r in out)
-    assert j.stats["retries"] == 10 and j.stats["calls"] == 15
-    assert j.stats["failures"] == {"http": 5}
+    assert all(isinstance(r, JudgeFailure) and r.reason.startswith("outage: http") for r in out)
+    assert j.stats["retries"] == 10 and j.stats["calls"] == 15 and j.stats["lost"] == 5
+    assert j.stats["failures"] == {"outage": 5}
 
 
 @pytest.mark.parametrize("mode", ["notjson", "nochoices"])
@@ -234,7 +235,7 @@ def test_status_codes(servers, code, retried):
     s = servers(f"status:{code}")
     j = judge(s.url, retries=2)
     (r,) = j.judge_pairs(pair_batch(1))
-    assert r == JudgeFailure(f"http: status {code}")
+    assert r == JudgeFailure(f"outage: http: status {code}" if retried else f"http: status {code}")
     assert s.count == (3 if retried else 1)
 
 
@@ -292,10 +293,11 @@ def test_engine_round_robin_end_to_end(servers):
     assert j.stats["calls"] == 12 and j.stats["completion_tokens"] == 84
 
 
-def test_per_request_timeout_is_an_http_failure(servers):
+def test_per_request_timeout_is_an_outage_failure(servers):
+    # a server that accepts but does not answer is away, as a refusing one is (docs/faults.md)
     j = judge(servers(delay=1.0).url, timeout_s=0.2, retries=1)
     (r,) = j.judge_pairs(pair_batch(1))
-    assert r == JudgeFailure("http: timeout") and j.stats["calls"] == 2
+    assert r == JudgeFailure("outage: http: timeout") and j.stats["calls"] == 2 and j.stats["lost"] == 1
 
 
 def test_engine_pipelines_by_default_and_matches_lockstep(servers):

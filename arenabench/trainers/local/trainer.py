@@ -48,6 +48,7 @@ STEP_METRICS = (
     "snr",
     "zero_adv_share",
     "masked_groups",
+    "outage_groups",
     "adv_std",
     "kl",
     "loss",
@@ -59,6 +60,11 @@ STEP_METRICS = (
     "cache_misses",
     "judge_prompt_tokens",
     "judge_completion_tokens",
+    "judge_backend_calls",
+    "judge_answered",
+    "judge_resent",
+    "judge_outage_s",
+    "judge_lost",
     "judge_latency_p50",
     "judge_latency_p90",
     "wall_time",
@@ -70,8 +76,11 @@ STEP_METRICS = (
     *HEALTH_COUNTS,
 )
 # judge_calls / judge_failures / judge_retries are cumulative (engine requests, retries
-# included); cache_*, judge_*_tokens and judge_latency_* are this step's. With fault injection
-# on, ``judge_faults`` (cumulative injected faults) is logged too.
+# included); cache_*, judge_*_tokens, judge_latency_* and a served judge's outage counters
+# (judge_backend_calls = judge_answered + judge_resent + judge_lost, and judge_outage_s;
+# docs/faults.md) are this step's; outage_groups: this step's groups that lost a request to an
+# outage (all masked: within masked_groups). With fault injection on, ``judge_faults``
+# (cumulative injected faults) is logged too.
 
 
 class PolicyReference:
@@ -213,6 +222,7 @@ def train(
             "snr": probe["snr"],
             "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
             "masked_groups": float(masked),
+            "outage_groups": float(sum(r.lost > 0 for r in out.results)),
             "adv_std": float(adv.std(unbiased=False)),
             "kl": kl,
             "loss": float(loss.detach()),
