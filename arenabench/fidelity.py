@@ -209,7 +209,7 @@ def plot_frontier(rows: list[dict], path: str | None, title: str | None = None):
     out. One title: the figure's; the panels are titled by N only when there are several."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import LogLocator, ScalarFormatter
 
     from arenabench.reporting import label_points, save_figure
 
@@ -228,6 +228,7 @@ def plot_frontier(rows: list[dict], path: str | None, title: str | None = None):
         ax.errorbar(x, y, yerr=ci, fmt="o", ms=4, capsize=2, lw=1)
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 3.0, 5.0)))  # labelled minor ticks that fit
         ax.xaxis.set_minor_formatter(ScalarFormatter())
         ax.tick_params(axis="x", which="both", labelsize=7)
         ax.set_xlabel("judge calls per group (log scale)")
