@@ -94,6 +94,25 @@ def _load(client, experiment: str, sweep: str, include_failed: bool) -> pd.DataF
     return df
 
 
+def find_store(uri: str | None = None) -> str:
+    """The tracking URI a notebook should read: ``uri`` if given, else ``$MLFLOW_TRACKING_URI``,
+    else the demo's store ``results/mlflow.db`` at the repository root — found from the current
+    directory upwards (Jupyter starts a notebook's kernel in ``notebooks/``, where a relative
+    ``results/mlflow.db`` would name a new, empty store), else next to the installed package."""
+    import os
+
+    if uri or os.environ.get("MLFLOW_TRACKING_URI"):
+        return tracking_uri(uri)
+    here = Path.cwd().resolve()
+    roots = [
+        d
+        for d in (here, *here.parents)
+        if (d / "conf" / "train.yaml").exists() and (d / "pyproject.toml").exists()
+    ]
+    root = roots[0] if roots else Path(__file__).resolve().parents[1]
+    return f"sqlite:///{root / 'results' / 'mlflow.db'}"
+
+
 def load_runs(
     experiment: str, uri: str | None = None, sweep: str = "latest", include_failed: bool = False
 ) -> pd.DataFrame:

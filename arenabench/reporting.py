@@ -160,12 +160,13 @@ _LABEL_DIRECTIONS = ((1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 0), (-1, 1),
 _LABEL_RADII = (5, 12, 22, 34, 48, 64)
 
 
-def label_points(ax, names, xs, ys, fontsize: float = 8, spans=None) -> list:
+def label_points(ax, names, xs, ys, fontsize: float = 8, spans=None, avoid=None) -> list:
     """Label each point (``names[i]`` at ``(xs[i], ys[i])``) so that labels do not overlap one another
     or any point, stay inside the axes, and sit nearer their own point than any other (a leader line
     joins a label placed away from its point). Placement is greedy in the given order over offsets of
     growing radius; call after the axes' limits and the layout are final. ``spans``: optional
-    ``(lo, hi)`` y-intervals per point (error bars) that labels also avoid. Returns the annotations,
+    ``(lo, hi)`` y-intervals per point (error bars) that labels also avoid; ``avoid``: other
+    ``(x, y)`` points drawn but not labelled, kept clear too. Returns the annotations,
     in the order of ``names`` (``ann.xy`` is the point the label belongs to)."""
     import numpy as np
     from matplotlib.transforms import Bbox
@@ -182,6 +183,8 @@ def label_points(ax, names, xs, ys, fontsize: float = 8, spans=None) -> list:
             if np.isfinite(lo) and np.isfinite(hi):
                 (_, ylo), (_, yhi) = ax.transData.transform([(0, lo), (0, hi)])
                 obstacles.append(Bbox.from_extents(x - pad, min(ylo, yhi), x + pad, max(ylo, yhi)))
+    for x, y in ax.transData.transform(np.asarray(avoid, float).reshape(-1, 2)) if avoid is not None else ():
+        obstacles.append(Bbox.from_extents(x - pad, y - pad, x + pad, y + pad))
     placed: list = []
     anns = []
 
