@@ -102,6 +102,8 @@ def curves_figure(history, title: str = "", panels=RUN_PANELS):
             pts = [(s, m[name]) for s, m in history if name in m]
             if pts:
                 style = {"lw": 1.4, "ls": "-"} if j == 0 else {"lw": 1.0, "ls": "--"}
+                if len(pts) <= 40:  # eval metrics are logged every eval_every steps: show the points
+                    style.update(marker="o", ms=3)
                 ax.plot(*zip(*pts, strict=True), label=name, **style)
         ax.set_title(names[0] + (" (primary)" if names[0] == "eval_sampled_quality" else ""), fontsize=9)
         if len(names) > 1:
