@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity
+.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity notebooks
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,22 @@ demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds; ~1
 	$(PY) -m arenabench.train -m experiment=table2
 	$(PY) -m arenabench.train -m experiment=snr_dynamics
 	$(PY) experiments/table2_report.py --out results/train --experiments table2 snr_dynamics
+
+# The notebooks, executed headless (papermill + ipykernel: the `notebooks` extra) on the demo's store,
+# from notebooks/ as Jupyter starts them; the executed copies go to results/notebooks/ (not tracked).
+DEMO_STORE ?= results/mlflow.db
+$(VENV)/.notebooks: pyproject.toml constraints/cpu.txt | $(PY)
+	$(PIP_INSTALL) -e '.[notebooks]'
+	touch $@ $(VENV)/.base
+
+notebooks: $(VENV)/.notebooks  ## execute both notebooks on the demo's store (make demo first; DEMO_STORE=... for another) -> results/notebooks/
+	@test -f $(DEMO_STORE) || { echo "make notebooks: no MLflow store at $(DEMO_STORE): run 'make demo' first, or set DEMO_STORE=path/to/mlflow.db"; exit 2; }
+	mkdir -p results/notebooks
+	for nb in notebooks/*.ipynb; do \
+	  $(PY) -m papermill $$nb results/notebooks/$$(basename $$nb) --cwd notebooks -k python3 --no-progress-bar \
+	    -p tracking_uri sqlite:///$(abspath $(DEMO_STORE)) || exit 1; \
+	done
+	@echo "executed notebooks (with their figures): results/notebooks/"
 
 EXPERIMENTS := table2_hard group_size table2_imperfect rrc reasoning_arena
 experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_size, table2_imperfect, rrc, reasoning_arena (~40 min on 2 cores) + their reports

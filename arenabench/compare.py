@@ -94,6 +94,25 @@ def _load(client, experiment: str, sweep: str, include_failed: bool) -> pd.DataF
     return df
 
 
+def find_store(uri: str | None = None) -> str:
+    """The tracking URI a notebook should read: ``uri`` if given, else ``$MLFLOW_TRACKING_URI``,
+    else the demo's store ``results/mlflow.db`` at the repository root — found from the current
+    directory upwards (Jupyter starts a notebook's kernel in ``notebooks/``, where a relative
+    ``results/mlflow.db`` would name a new, empty store), else next to the installed package."""
+    import os
+
+    if uri or os.environ.get("MLFLOW_TRACKING_URI"):
+        return tracking_uri(uri)
+    here = Path.cwd().resolve()
+    roots = [
+        d
+        for d in (here, *here.parents)
+        if (d / "conf" / "train.yaml").exists() and (d / "pyproject.toml").exists()
+    ]
+    root = roots[0] if roots else Path(__file__).resolve().parents[1]
+    return f"sqlite:///{root / 'results' / 'mlflow.db'}"
+
+
 def load_runs(
     experiment: str, uri: str | None = None, sweep: str = "latest", include_failed: bool = False
 ) -> pd.DataFrame:
@@ -260,15 +279,37 @@ def save_figure(fig, path: str | Path | None) -> None:
         fig.savefig(path, dpi=120)
 
 
+# the range a per-step metric can take: a mean ± std band is cut to it (a correlation's band must
+# not reach above r = 1)
+METRIC_BOUNDS = {
+    "adv_oracle_pearson": (-1.0, 1.0),
+    "distinct_share": (0.0, 1.0),
+    "zero_adv_share": (0.0, 1.0),
+    "eval_win_rate": (0.0, 1.0),
+    "clip_frac": (0.0, 1.0),
+    "judge_consistency": (0.0, 1.0),
+    "judge_tie_rate": (0.0, 1.0),
+    "judge_cycle_rate": (0.0, 1.0),
+    "judge_failure_rate": (0.0, 1.0),
+    "sigma_group": (0.0, math.inf),
+    "sigma_noise": (0.0, math.inf),
+    "snr": (0.0, math.inf),
+    "entropy": (0.0, math.inf),
+}
+
+
 def curves_figure(curves: pd.DataFrame, metric: str, title: str = "", path=None, band: bool = True):
-    """A :func:`metric_curves` frame as a Figure: the mean per group over steps, ± std band."""
+    """A :func:`metric_curves` frame as a Figure: the mean per group over steps, ± std band (cut
+    to the metric's range, :data:`METRIC_BOUNDS`)."""
     fig, (ax,) = _figure()
+    lo_b, hi_b = METRIC_BOUNDS.get(metric, (-math.inf, math.inf))
     for group, c in curves.groupby("group", sort=True):
         x, m = c["step"].to_numpy(), c["mean"].to_numpy()
         s = np.nan_to_num(c["std"].to_numpy(), nan=0.0)
         (line,) = ax.plot(x, m, label=f"{group} (n={int(c['n'].max())})", lw=1.6)
         if band:
-            ax.fill_between(x, m - s, m + s, color=line.get_color(), alpha=0.15, lw=0)
+            lo, hi = np.clip(m - s, lo_b, hi_b), np.clip(m + s, lo_b, hi_b)
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xlabel("step")
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric}, mean ± std over seeds", fontsize=10)
@@ -285,22 +326,44 @@ def _plot_curves(curves: pd.DataFrame, path: Path, metric: str, title: str) -> N
 
 def collapse_figure(sigma_group: pd.DataFrame, sigma_noise: pd.DataFrame, title: str = "", path=None):
     """Discriminative collapse (ArenaRL Fig. 1a): per arm, the in-group spread of pointwise judge
-    scores σ_group (solid) against the re-judging noise σ_noise (dashed, same colour) over steps,
-    both :func:`metric_curves` frames (mean over seeds)."""
-    fig, (ax,) = _figure()
+    scores σ_group (solid) against the re-judging noise σ_noise (dashed) over steps, both
+    :func:`metric_curves` frames (mean over seeds). Small multiples, one panel per arm on shared
+    axes, so that ten arms stay readable; the panel where σ_group ends lowest is read against the
+    others' without a 20-entry legend."""
+    groups = sorted(set(sigma_group["group"]), key=str)
+    ncols = min(len(groups), 5) or 1
+    nrows = max(math.ceil(len(groups) / ncols), 1)
+    fig = _bare_figure((2.9 * ncols + 0.6, 2.4 * nrows + 0.9))
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
     noise = dict(tuple(sigma_noise.groupby("group", sort=True)))
-    for group, c in sigma_group.groupby("group", sort=True):
-        (line,) = ax.plot(c["step"], c["mean"], lw=1.6, label=f"{group}: σ_group")
+    for ax, group in zip(axes, groups, strict=False):
+        c = sigma_group[sigma_group["group"] == group]
+        ax.plot(c["step"], c["mean"], lw=1.6, color="C0", label="σ_group")
         if group in noise:
             n = noise[group]
-            ax.plot(n["step"], n["mean"], lw=1.2, ls="--", color=line.get_color(), label=f"{group}: σ_noise")
-    ax.set_xlabel("step")
-    ax.set_ylabel("std of pointwise judge scores (0–1 scale)")
-    ax.set_title(title or "σ_group (solid) vs σ_noise (dashed), mean over seeds", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best", ncol=2)
+            ax.plot(n["step"], n["mean"], lw=1.2, ls="--", color="C3", label="σ_noise")
+        ax.set_title(str(group), fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(groups) :]:
+        ax.set_visible(False)
+    for ax in axes[(nrows - 1) * ncols :]:
+        ax.set_xlabel("step", fontsize=8)
+    for ax in axes[::ncols]:
+        ax.set_ylabel("std of pointwise scores", fontsize=8)
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(title or "σ_group (solid) vs σ_noise (dashed), mean over seeds", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
+
+
+def _bare_figure(size):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)  # Agg, without touching pyplot's global backend
     return fig
 
 
@@ -341,14 +404,17 @@ def frontier_plot(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.errorbar(mean[x], mean[y], yerr=std[y], fmt="o", capsize=3)
-    for name, row in mean.iterrows():
-        ax.annotate(str(name), (row[x], row[y]), fontsize=8, xytext=(4, 4), textcoords="offset points")
     if (mean[x] > 0).all():
         ax.set_xscale("log")
     ax.set_xlabel(f"{x} (final, mean over seeds)")
     ax.set_ylabel(f"{y} (final, mean ± std)")
     ax.grid(alpha=0.3)
+    ax.margins(x=0.18, y=0.1)
     fig.tight_layout()
+    from arenabench.reporting import label_points
+
+    spans = list(zip(mean[y] - std[y], mean[y] + std[y], strict=True))
+    label_points(ax, [str(n) for n in mean.index], mean[x].to_numpy(), mean[y].to_numpy(), spans=spans)
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120)
@@ -585,17 +651,24 @@ def stats_frontier_figure(table: pd.DataFrame, steps: int | None = None, title: 
     m = table["final"].to_numpy(dtype=float)
     lo = np.nan_to_num(m - table["final_lo"].to_numpy(dtype=float))
     hi = np.nan_to_num(table["final_hi"].to_numpy(dtype=float) - m)
-    fig, (ax,) = _figure(size=(7, 4.5))
+    from arenabench.reporting import label_points
+
+    fig, (ax,) = _figure(size=(8, 5))
     ax.errorbar(x, m, yerr=[lo, hi], fmt="o", capsize=3)
-    for i, (name, xi, yi) in enumerate(zip(table["arm"], x, m, strict=True)):
-        dy = 4 if i % 2 == 0 else -11  # alternate above/below: neighbouring arms often sit close
-        ax.annotate(str(name), (xi, yi), fontsize=8, xytext=(4, dy), textcoords="offset points")
     pct = f"{100 * table.attrs.get('level', 0.95):g}%"
     ax.set_xlabel("judge calls per step" if steps else "judge calls (final, cumulative)")
     ax.set_ylabel(f"final {table.attrs.get('metric', '')} (mean, {pct} CI)")
     ax.set_title(title or "quality vs judge calls", fontsize=10)
     ax.grid(alpha=0.3)
+    ax.margins(x=0.18, y=0.1)  # room for the labels inside the frame
+    if (x >= 0).all():  # judge calls: no negative axis beyond a sliver for the oracles at 0
+        x0, x1 = ax.get_xlim()
+        ax.set_xlim(max(x0, -0.04 * x1), x1)
     fig.tight_layout()
+    spans = list(
+        zip(table["final_lo"].to_numpy(dtype=float), table["final_hi"].to_numpy(dtype=float), strict=True)
+    )
+    label_points(ax, [str(a) for a in table["arm"]], x, m, spans=spans)
     save_figure(fig, path)
     return fig
 

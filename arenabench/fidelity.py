@@ -202,36 +202,46 @@ def format_rows(rows: list[dict], fmt: str = "table") -> str:
     return df.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="")
 
 
-def plot_frontier(rows: list[dict], path: str, title: str | None = None) -> None:
-    """Kendall τ vs judge calls per group, one panel per group size, a labelled point per
-    constructor."""
-    import matplotlib
+def plot_frontier(rows: list[dict], path: str | None, title: str | None = None):
+    """Kendall τ (mean over groups, 95% t interval) vs judge calls per group, one panel per group
+    size, each point labelled with its constructor (labels placed apart, leader lines where they had
+    to move). Rows that ask the judge nothing (oracles) have no place on the log axis and are left
+    out. One title: the figure's; the panels are titled by N only when there are several."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import LogLocator, ScalarFormatter
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from arenabench.reporting import label_points, save_figure
 
     df = pd.DataFrame(rows)
+    df = df[df["judge_calls_per_group"] > 0]
     sizes = sorted(df["group_size"].unique())
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 5), sharey=True, squeeze=False)
-    for ax, n in zip(axes[0], sizes, strict=True):
-        sub = df[df["group_size"] == n]
-        ax.plot(sub["judge_calls_per_group"], sub["kendall_tau"], "o")
-        for _, r in sub.iterrows():
-            ax.annotate(
-                r["constructor"],
-                (r["judge_calls_per_group"], r["kendall_tau"]),
-                fontsize=7,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
+    fig = Figure(figsize=(6.5 * len(sizes), 6.0))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(sizes), sharey=True, squeeze=False)[0]
+    placements = []
+    for ax, n in zip(axes, sizes, strict=True):
+        sub = df[df["group_size"] == n].sort_values(["judge_calls_per_group", "kendall_tau"])
+        x, y = sub["judge_calls_per_group"].to_numpy(float), sub["kendall_tau"].to_numpy(float)
+        ci = sub["kendall_tau_ci95"].to_numpy(float) if "kendall_tau_ci95" in sub else np.zeros_like(y)
+        ci = np.nan_to_num(ci)
+        ax.errorbar(x, y, yerr=ci, fmt="o", ms=4, capsize=2, lw=1)
         ax.set_xscale("log")
-        ax.set_xlabel("judge calls per group (log)")
-        ax.set_title(f"N = {n}")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("Kendall τ vs true order")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 3.0, 5.0)))  # labelled minor ticks that fit
+        ax.xaxis.set_minor_formatter(ScalarFormatter())
+        ax.tick_params(axis="x", which="both", labelsize=7)
+        ax.set_xlabel("judge calls per group (log scale)")
+        if len(sizes) > 1:
+            ax.set_title(f"N = {n}")
+        ax.grid(alpha=0.3, which="both")
+        ax.margins(x=0.25, y=0.08)
+        placements.append((ax, sub["constructor"].tolist(), x, y, list(zip(y - ci, y + ci, strict=True))))
+    axes[0].set_ylabel("Kendall τ vs the true order (mean, 95% CI)")
     fig.suptitle(title or "Fidelity per judge call")
     fig.tight_layout()
-    from arenabench.reporting import save_figure
-
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    for ax, names, x, y, spans in placements:
+        label_points(ax, names, x, y, fontsize=7, spans=spans)
+    if path is not None:
+        save_figure(fig, path, dpi=110)
+    return fig

@@ -153,3 +153,96 @@ def save_figure(fig, path, dpi: int = 120) -> None:
     """Write a matplotlib figure at the resolution the reports use (closing it is the caller's:
     pyplot figures need ``plt.close``, bare ``Figure`` objects do not)."""
     fig.savefig(path, dpi=dpi)
+
+
+# offsets (points) tried for a point's label, nearest first: right, above, below, left, diagonals
+_LABEL_DIRECTIONS = ((1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 0), (-1, 1), (-1, -1))
+_LABEL_RADII = (5, 12, 22, 34, 48, 64)
+
+
+def label_points(ax, names, xs, ys, fontsize: float = 8, spans=None, avoid=None) -> list:
+    """Label each point (``names[i]`` at ``(xs[i], ys[i])``) so that labels do not overlap one another
+    or any point, stay inside the axes, and sit nearer their own point than any other (a leader line
+    joins a label placed away from its point). Placement is greedy in the given order over offsets of
+    growing radius; call after the axes' limits and the layout are final. ``spans``: optional
+    ``(lo, hi)`` y-intervals per point (error bars) that labels also avoid; ``avoid``: other
+    ``(x, y)`` points drawn but not labelled, kept clear too. Returns the annotations,
+    in the order of ``names`` (``ann.xy`` is the point the label belongs to)."""
+    import numpy as np
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    pts = ax.transData.transform(np.column_stack([np.asarray(xs, float), np.asarray(ys, float)]))
+    frame = ax.get_window_extent(renderer)
+    scale = fig.dpi / 72.0
+    pad = 2.5 * scale
+    obstacles = [Bbox.from_extents(x - pad, y - pad, x + pad, y + pad) for x, y in pts]
+    if spans is not None:
+        for (x, _), (lo, hi) in zip(pts, spans, strict=True):
+            if np.isfinite(lo) and np.isfinite(hi):
+                (_, ylo), (_, yhi) = ax.transData.transform([(0, lo), (0, hi)])
+                obstacles.append(Bbox.from_extents(x - pad, min(ylo, yhi), x + pad, max(ylo, yhi)))
+    for x, y in ax.transData.transform(np.asarray(avoid, float).reshape(-1, 2)) if avoid is not None else ():
+        obstacles.append(Bbox.from_extents(x - pad, y - pad, x + pad, y + pad))
+    placed: list = []
+    anns = []
+
+    def nearest_is_own(box, i) -> bool:
+        d = [_box_distance(box, p) for p in pts]
+        return d[i] <= min(d) + 1e-9
+
+    for i, name in enumerate(names):
+        best = None
+        for r in _LABEL_RADII:
+            for dx, dy in _LABEL_DIRECTIONS:
+                n = np.hypot(dx, dy)
+                ox, oy = r * dx / n, r * dy / n
+                ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+                va = "bottom" if dy > 0 else "top" if dy < 0 else "center"
+                ann = ax.annotate(
+                    str(name), (xs[i], ys[i]), xytext=(ox, oy), textcoords="offset points",
+                    fontsize=fontsize, ha=ha, va=va,
+                )  # fmt: skip
+                box = ann.get_window_extent(renderer)
+                inside = (
+                    box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0 and box.y1 <= frame.y1
+                )
+                clash = sum(box.overlaps(b) for b in placed) + sum(box.overlaps(b) for b in obstacles)
+                cost = clash * 10 + (not inside) * 5 + (not nearest_is_own(box, i)) * 3
+                if best is None or cost < best[0]:
+                    if best is not None:
+                        best[1].remove()
+                    best = (cost, ann, box, r)
+                else:
+                    ann.remove()
+                if best[0] == 0:
+                    break
+            if best[0] == 0:
+                break
+        _, ann, box, r = best
+        if r > _LABEL_RADII[0]:
+            ann.arrow_patch = None
+            ann.remove()
+            ann = ax.annotate(
+                str(name), (xs[i], ys[i]), xytext=ann.xyann, textcoords="offset points", fontsize=fontsize,
+                ha=ann.get_ha(), va=ann.get_va(), arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "0.5"},
+            )  # fmt: skip
+        placed.append(box)
+        anns.append(ann)
+    return anns
+
+
+def label_box(ann, renderer):
+    """The display box of an annotation's text alone (its extent with a leader line includes the line)."""
+    from matplotlib.text import Text
+
+    ann.get_window_extent(renderer)  # places the text for this renderer
+    return Text.get_window_extent(ann, renderer)
+
+
+def _box_distance(box, p) -> float:
+    """Distance (display units) from point ``p`` to the rectangle ``box`` (0 inside)."""
+    dx = max(box.x0 - p[0], 0.0, p[0] - box.x1)
+    dy = max(box.y0 - p[1], 0.0, p[1] - box.y1)
+    return float((dx * dx + dy * dy) ** 0.5)

@@ -78,21 +78,40 @@ class _Recorder:
         self.history.append((step, dict(metrics)))
 
 
-def curves_figure(history, metrics=("quality_mean", "snr", "eval_quality", "kl")):
-    """One panel per metric vs step: the plot each run carries as an MLflow artifact."""
+# the job's own curves artifact: the primary metric first (greedy quality beside it, dashed), then
+# the training samples' quality, the SNR of pointwise scores and the KL to the reference
+RUN_PANELS = (
+    ("eval_sampled_quality", "eval_quality"),
+    ("quality_mean",),
+    ("snr",),
+    ("kl",),
+)
+
+
+def curves_figure(history, title: str = "", panels=RUN_PANELS):
+    """One panel per entry of ``panels`` vs step (the first metric of a panel solid, the others
+    dashed), titled with the run (arm and seed): the plot each run carries as an MLflow artifact."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, 6))
     FigureCanvasAgg(fig)
-    for k, name in enumerate(metrics):
+    for k, names in enumerate(panels):
         ax = fig.add_subplot(2, 2, k + 1)
-        pts = [(s, m[name]) for s, m in history if name in m]
-        if pts:
-            ax.plot(*zip(*pts, strict=True), lw=1.2)
-        ax.set_title(name, fontsize=9)
+        for j, name in enumerate(names):
+            pts = [(s, m[name]) for s, m in history if name in m]
+            if pts:
+                style = {"lw": 1.4, "ls": "-"} if j == 0 else {"lw": 1.0, "ls": "--"}
+                if len(pts) <= 40:  # eval metrics are logged every eval_every steps: show the points
+                    style.update(marker="o", ms=3)
+                ax.plot(*zip(*pts, strict=True), label=name, **style)
+        ax.set_title(names[0] + (" (primary)" if names[0] == "eval_sampled_quality" else ""), fontsize=9)
+        if len(names) > 1:
+            ax.legend(fontsize=7, loc="best")
         ax.set_xlabel("step", fontsize=8)
         ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -139,7 +158,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
         rec = _Recorder(tracker)
         final = train(resolved, tracker=rec, progress=progress)
         tracker.log_dict(final, "final_metrics.json")
-        tracker.log_figure(curves_figure(rec.history), "curves.png")
+        tracker.log_figure(curves_figure(rec.history, title=f"{experiment}: {run_name}"), "curves.png")
     return final
 
 

@@ -208,6 +208,7 @@ def plot(rows: list[dict], path: Path) -> None:
         len(JUDGES), len(sizes), figsize=(6 * len(sizes), 4.8 * len(JUDGES)), squeeze=False
     )
     colors = dict(zip(ORDERS, ("C0", "C1", "C2", "C3"), strict=True))
+    labels = []  # (axes, frontier rows, all rows): labelled once the layout is final
     for ax_row, judge in zip(axes, JUDGES, strict=True):
         for ax, n in zip(ax_row, sizes, strict=True):
             sub = [r for r in rows if r["judge"] == judge and r["group_size"] == n]
@@ -234,21 +235,22 @@ def plot(rows: list[dict], path: Path) -> None:
                 where="post",
                 lw=0.8,
             )
-            for r in front:
-                ax.annotate(
-                    name(r),
-                    (r["judge_calls"], r["kendall_tau"]),
-                    fontsize=6,
-                    xytext=(3, -9),
-                    textcoords="offset points",
-                )
+            labels.append((ax, front, sub))
             ax.set_xscale("log")
             ax.set_title(f"{judge}, N = {n}")
             ax.set_xlabel("judge calls per group (log)")
             ax.set_ylabel("Kendall τ vs true order")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7, title="order")
+            ax.legend(fontsize=7, title="order", loc="lower right")
+            ax.margins(x=0.15)
     fig.tight_layout()
+    for ax, front, sub in labels:  # the frontier designs, each label by its own point
+        xs, ys = [r["judge_calls"] for r in front], [r["kendall_tau"] for r in front]
+        spans = [(r["tau_lo"], r["tau_hi"]) for r in front]
+        reporting.label_points(
+            ax, [name(r) for r in front], xs, ys, fontsize=6, spans=spans,
+            avoid=[(r["judge_calls"], r["kendall_tau"]) for r in sub],
+        )  # fmt: skip
     reporting.save_figure(fig, path, dpi=110)
     plt.close(fig)
 

@@ -61,7 +61,7 @@ def test_notebook_runs_on_a_tiny_sweep(path, tiny_store, tmp_path):
         parameters={"experiment": experiment, "tracking_uri": tiny_store},
         kernel_name="python3",
         progress_bar=False,
-        cwd=str(tmp_path),
+        cwd=str(ROOT / "notebooks"),  # where Jupyter starts a notebook's kernel
     )
     nb = json.loads(out.read_text())
     errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -78,3 +78,22 @@ def test_notebooks_are_committed_without_outputs(path):
     for c in nb["cells"]:
         if c["cell_type"] == "code":
             assert c.get("outputs") == [] and c.get("execution_count") is None, path.name
+
+
+def test_notebooks_find_the_demo_store_from_the_repo_root_or_notebooks(monkeypatch, tmp_path):
+    """With no URI given, a notebook reads results/mlflow.db at the repository root whether its
+    kernel starts in the root or in notebooks/ (Jupyter's default); an explicit URI or
+    $MLFLOW_TRACKING_URI wins."""
+    from arenabench.compare import find_store
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    want = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
+    for where in (ROOT, ROOT / "notebooks"):
+        monkeypatch.chdir(where)
+        assert find_store() == want
+    monkeypatch.chdir(tmp_path)  # outside any checkout: the store beside the installed package
+    assert find_store().endswith("/results/mlflow.db")
+    other = f"sqlite:///{tmp_path}/x.db"
+    assert find_store(other) == other
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", other)
+    assert find_store() == other
