@@ -77,6 +77,9 @@ class _Recorder:
         self.tracker.log_metrics(metrics, step=step)
         self.history.append((step, dict(metrics)))
 
+    def set_tags(self, tags) -> None:
+        self.tracker.set_tags(tags)
+
 
 def curves_figure(history, metrics=("quality_mean", "snr", "eval_quality", "kl")):
     """One panel per metric vs step: the plot each run carries as an MLflow artifact."""
