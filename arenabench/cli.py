@@ -123,7 +123,8 @@ def cmd_compare_against(args) -> int:
         rerun = runs_table(args.experiment, metrics, args.uri, args.sweep, by)
     diff = diff_runs(committed, rerun)
     show = diff if args.all_rows else diff[~diff["same"]]
-    _emit(show.to_csv(index=False) if args.format == "csv" else show.to_string(index=False), args.output)
+    text = show.to_csv(index=False) if args.format == "csv" else show.to_string(index=False)
+    _emit(text if len(show) else "(no differences)", args.output)
     print(diff_summary(diff), file=sys.stderr)
     return 0 if bool(diff["same"].all()) else 1
 

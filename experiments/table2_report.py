@@ -307,7 +307,8 @@ def teacher_spread(runs: pd.DataFrame, base: str = "pointwise") -> list[str]:
     for (draw, seed), row in d.sort_index(key=lambda i: i.astype(int)).iterrows():
         lines.append(f"| {draw} | {seed} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
     for name, f in (("mean", "mean"), ("SD", "std"), ("min", "min"), ("max", "max")):
-        lines.append(f"| {name} | | " + " | ".join(f"{getattr(d[a], f)():+.3f}" for a in arms) + " |")
+        spec = ".3f" if f == "std" else "+.3f"
+        lines.append(f"| {name} | | " + " | ".join(format(getattr(d[a], f)(), spec) for a in arms) + " |")
     return lines + [""]
 
 

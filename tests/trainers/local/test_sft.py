@@ -70,7 +70,7 @@ def test_sft_build_bytes_are_pinned():
         "['state_dict']))"
     )
     env = {**os.environ, **PINNED_ENV, "PYTHONPATH": str(CONF.parent)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == TINY_SHA256
 
