@@ -100,6 +100,15 @@ def fmt_p(p: float) -> str:
     return "" if p is None or math.isnan(p) else f"{p:.2g}"
 
 
+def paired_cells(r, q: str) -> list[str]:
+    """An arm_stats row's ``q`` [CI], its paired difference vs the baseline [CI] and p."""
+    return [
+        fmt(r[q], r[f"{q}_lo"], r[f"{q}_hi"]),
+        fmt(r[f"d_{q}"], r[f"d_{q}_lo"], r[f"d_{q}_hi"], signed=True),
+        fmt_p(r[f"p_{q}"]),
+    ]
+
+
 def run_info(experiment: str, uri: str | None, where: dict | None = None) -> dict:
     """Seeds, steps, commits and sweep of an experiment's latest sweep."""
     runs = load_runs(experiment, uri=uri)
@@ -219,15 +228,9 @@ def main_table(
                     f"`{a}`",
                     str(int(r["n"])),
                     f"{r['judge_calls'] / steps:.1f}",
-                    fmt(r["final"], r["final_lo"], r["final_hi"]),
-                    fmt(r["d_final"], r["d_final_lo"], r["d_final_hi"], signed=True),
-                    fmt_p(r["p_final"]),
-                    fmt(r["auc"], r["auc_lo"], r["auc_hi"]),
-                    fmt(r["d_auc"], r["d_auc_lo"], r["d_auc_hi"], signed=True),
-                    fmt_p(r["p_auc"]),
-                    fmt(gr["final"], gr["final_lo"], gr["final_hi"]),
-                    fmt(gr["d_final"], gr["d_final_lo"], gr["d_final_hi"], signed=True),
-                    fmt_p(gr["p_final"]),
+                    *paired_cells(r, "final"),
+                    *paired_cells(r, "auc"),
+                    *paired_cells(gr, "final"),
                     fmt(ar["auc"], ar["auc_lo"], ar["auc_hi"], nd=2),
                     fmt(sr["auc"], nd=2) + _steps_note(runs, a, "snr", steps),
                     "—" if math.isnan(tie) else f"{tie:.3f}",
@@ -264,15 +267,9 @@ def objectives_table(t: dict[str, pd.DataFrame], base: str) -> list[str]:
                 [
                     f"`{a}`",
                     str(int(r["n"])),
-                    fmt(r["final"], r["final_lo"], r["final_hi"]),
-                    fmt(r["d_final"], r["d_final_lo"], r["d_final_hi"], signed=True),
-                    fmt_p(r["p_final"]),
-                    fmt(r["auc"], r["auc_lo"], r["auc_hi"]),
-                    fmt(r["d_auc"], r["d_auc_lo"], r["d_auc_hi"], signed=True),
-                    fmt_p(r["p_auc"]),
-                    fmt(g["final"], g["final_lo"], g["final_hi"]),
-                    fmt(g["d_final"], g["d_final_lo"], g["d_final_hi"], signed=True),
-                    fmt_p(g["p_final"]),
+                    *paired_cells(r, "final"),
+                    *paired_cells(r, "auc"),
+                    *paired_cells(g, "final"),
                     fmt(e["final"], e["final_lo"], e["final_hi"]),
                 ]
             )  # fmt: skip
