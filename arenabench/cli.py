@@ -1,5 +1,5 @@
-"""``arenabench`` command line: ``list``, ``fidelity``, ``compare``, ``judge-stats``, ``calibrate``
-(training: ``arenabench-train``)."""
+"""``arenabench`` command line: ``list``, ``fidelity``, ``compare``, ``judge-stats``, ``calibrate``,
+``sft`` (training: ``arenabench-train``)."""
 
 from __future__ import annotations
 
@@ -102,9 +102,44 @@ def cmd_compare_stats(args) -> int:
     return 0
 
 
+def cmd_compare_against(args) -> int:
+    """``compare --against RUNS.csv``: this store's runs vs a committed per-run table, run by run.
+    Exit status 1 when any run or quantity differs (as ``diff``)."""
+    import pandas as pd
+
+    from arenabench.compare import diff_runs, diff_summary, runs_table
+
+    committed = pd.read_csv(args.against, dtype={"seed": str, "init_sha256": str})
+    metrics = [c.removesuffix("_final") for c in committed.columns if c.endswith("_final")]
+    if not metrics:
+        raise ValueError(f"{args.against}: no <metric>_final column: not a per-run table (*_runs.csv)")
+    by = committed["arm_by"].iloc[0] if "arm_by" in committed and len(committed) else args.by
+    if "group_size" in committed:
+        parts = []
+        for n in sorted(committed["group_size"].dropna().unique()):
+            try:
+                t = runs_table(
+                    args.experiment, metrics, args.uri, args.sweep, by, where={"group_size": str(n)}
+                )
+            except ValueError:  # that N is not in this experiment (group_size takes N = 8 from table2)
+                continue
+            parts.append(t.assign(group_size=n))
+        rerun = pd.concat(parts, ignore_index=True) if parts else committed.iloc[:0]
+    else:
+        rerun = runs_table(args.experiment, metrics, args.uri, args.sweep, by)
+    diff = diff_runs(committed, rerun)
+    show = diff if args.all_rows else diff[~diff["same"]]
+    text = show.to_csv(index=False) if args.format == "csv" else show.to_string(index=False)
+    _emit(text if len(show) else "(no differences)", args.output)
+    print(diff_summary(diff), file=sys.stderr)
+    return 0 if bool(diff["same"].all()) else 1
+
+
 def cmd_compare(args) -> int:
     from arenabench.compare import format_summary, load_runs, metric_curves, summarize
 
+    if args.against:
+        return cmd_compare_against(args)
     if args.stats or args.baseline is not None or args.reach is not None:
         return cmd_compare_stats(args)
     if args.format == "json":
@@ -219,6 +254,67 @@ def cmd_calibrate(args) -> int:
                 str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
                 f"{name}: predicted on {', '.join(sorted(holdout))}",
             )
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _seeds(text: str | None) -> list[int] | None:
+    """``0-9`` or ``0,3,5`` → the list of ints (None: None)."""
+    if not text:
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
+
+
+def cmd_sft(args) -> int:
+    """``sft list | verify | publish``: the shipped SFT checkpoints (trainers/local/sft.py)."""
+    import yaml
+
+    from arenabench.trainers.local import sft
+
+    if args.action == "list":
+        for key, e in sft.manifest().items():
+            print(
+                f"{key}  sha256 {e['sha256'][:16]}…  {e['name']}  "
+                f"(built with torch {e['torch']}, {e['cpu_capability']})"
+            )
+        return 0
+    if args.action == "verify":
+        rows = sft.verify_published(keys=set(args.keys) if args.keys else None)
+        for r in rows:
+            state = "match" if r["match"] else "MISMATCH"
+            print(
+                f"{state:8}  {r['name']:<44} published {r['published'][:16]}…  rebuilt {r['rebuilt'][:16]}…  "
+                f"max |Δparam| {r['max_abs_diff']:.3g}  ({r['wall_s']:.0f} s)"
+            )
+        bad = [r for r in rows if not r["match"]]
+        if bad:
+            print(
+                f"\nMISMATCH: {len(bad)} of {len(rows)} SFT checkpoints rebuilt on this CPU differ from the "
+                "shipped ones. Runs still start from the shipped files (loaded, never rebuilt), so the "
+                "published tables reproduce; a configuration that is not shipped will start from a "
+                "checkpoint that depends on this CPU (docs/reproducibility.md).",
+                file=sys.stderr,
+            )
+        return 1 if bad else 0
+    task_cfg = yaml.safe_load((CONF / "task" / f"{args.task}.yaml").read_text())
+    init_cfg = yaml.safe_load((CONF / "init" / f"{args.init}.yaml").read_text())
+    tc = yaml.safe_load((CONF / "trainer" / f"{args.trainer}.yaml").read_text())
+    from arenabench.trainers.local.task import TASKS
+
+    conf = dict(task_cfg)
+    task = TASKS.get(conf.pop("name"), **conf)
+    dims = sft.model_dims(
+        sft.TinyLM(task.vocab, task.prompt_len + task.response_len, tc["d_model"], tc["n_layer"],
+                   tc["n_head"], tie_head=tc.get("tie_head", True))
+    )  # fmt: skip
+    for seed in _seeds(args.seeds) or [init_cfg.get("seed", 0)]:
+        icfg = sft.InitConfig.of({**init_cfg, "seed": seed})
+        name = f"task={args.task} init={args.init} init.seed={seed}"
+        e = sft.publish(task_cfg, dims, icfg, name)
+        print(f"published {name}: sha256 {e['sha256'][:16]}…  ({e['file']})")
     return 0
 
 
@@ -279,6 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
         "without --baseline), e.g. 0.5",
     )
     c.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    c.add_argument(
+        "--against",
+        help="a committed per-run table (results/train/<experiment>_runs.csv): diff this store's runs "
+        "against it run by run (matched on arm and seed); prints the differing values and a summary, "
+        "exit status 1 if anything differs",
+    )
+    c.add_argument("--all-rows", action="store_true", help="with --against: list equal values too")
     c.add_argument("--output", "-o", help="write the table here instead of stdout")
     c.add_argument(
         "--uri", help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///results/mlflow.db)"
@@ -324,6 +427,18 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--holdout-table", help="write the out-of-sample table here instead of stdout")
     k.add_argument("--plot", help="write the fit plot (PNG) here; with --holdout also <stem>_holdout.png")
     k.set_defaults(fn=cmd_calibrate)
+    s = sub.add_parser(
+        "sft",
+        help="the shipped SFT checkpoints: list them, verify (rebuild on this CPU and compare hashes), "
+        "publish (maintainers: build and ship one)",
+    )
+    s.add_argument("action", choices=("list", "verify", "publish"))
+    s.add_argument("--keys", nargs="*", help="verify: only these checkpoint keys (default: all)")
+    s.add_argument("--task", default="preference", help="publish: conf/task file")
+    s.add_argument("--init", default="sft", help="publish: conf/init file")
+    s.add_argument("--trainer", default="grpo", help="publish: conf/trainer file (model size)")
+    s.add_argument("--seeds", help="publish: init seeds, e.g. 0-9 (default: the init file's seed)")
+    s.set_defaults(fn=cmd_sft)
     return p
 
 

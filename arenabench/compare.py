@@ -463,6 +463,63 @@ def _fmt_ci(m: float, lo: float, hi: float, signed: bool = False) -> str:
     return s if math.isnan(lo) else f"{s} [{lo:.3f}, {hi:.3f}]"
 
 
+def _run_curves(uri, experiment: str, sweep: str, include_failed: bool, where, metric: str, by: str):
+    """(runs with ``_final``/``_start``/``_auc``/``_points``, ``{row: (steps, values)}``, all
+    selected runs): every run's logged curve of ``metric``; runs without one are left out."""
+    from arenabench import stats
+
+    client, df, key = _runs_for(uri, experiment, sweep, include_failed, where, metric, by)
+    curves, keep = {}, []
+    for idx, run_id in zip(df.index, df["run_id"], strict=True):
+        h = _history(client, run_id, key)
+        if len(h):
+            curves[idx] = (h["step"].to_numpy(dtype=float), h["value"].to_numpy(dtype=float))
+            keep.append(idx)
+    runs = df.loc[keep].copy()
+    if runs.empty:
+        raise ValueError(f"no history for metric {metric!r}")
+    runs["_final"] = [curves[i][1][-1] for i in runs.index]
+    runs["_start"] = [curves[i][1][0] for i in runs.index]
+    runs["_auc"] = [stats.curve_auc(*curves[i]) for i in runs.index]
+    runs["_points"] = [len(curves[i][1]) for i in runs.index]
+    return runs, curves, df
+
+
+def run_values(
+    experiment: str,
+    metric: str = "eval_win_rate",
+    uri: str | None = None,
+    sweep: str = "latest",
+    by: str = "setting",
+    include_failed: bool = False,
+    where: dict[str, str] | None = None,
+) -> pd.DataFrame:
+    """One row per run — the values :func:`arm_stats` pools: ``arm``, ``seed``, ``run_id``,
+    ``final`` and ``auc`` of ``metric``, ``points`` (its logged values), ``nan_steps`` (steps it
+    was not finite: the ``<metric>_nan_steps`` count; 0 when absent), ``judge_calls`` (final,
+    cumulative) and the start's ``init_sha256`` tag (None for runs logged before it existed)."""
+    runs, _, _ = _run_curves(uri, experiment, sweep, include_failed, where, metric, by)
+    cols = runs.attrs.get("metric_keys", {})
+    by_key = {k: c for c, k in cols.items()}
+    out = pd.DataFrame(
+        {
+            "arm": runs[by].to_numpy(),
+            "seed": runs["seed"].to_numpy() if "seed" in runs else None,
+            "run_id": runs["run_id"].to_numpy(),
+            "final": runs["_final"].to_numpy(),
+            "auc": runs["_auc"].to_numpy(),
+            "points": runs["_points"].to_numpy(),
+        }
+    )
+    nan_col = by_key.get(f"{metric}_nan_steps")
+    out["nan_steps"] = runs[nan_col].fillna(0).astype(int).to_numpy() if nan_col else 0
+    calls = by_key.get("judge_calls")
+    out["judge_calls"] = runs[calls].to_numpy() if calls else math.nan
+    out["init_sha256"] = runs["init_sha256"].to_numpy() if "init_sha256" in runs else None
+    out.attrs.update(metric=metric, by=by, experiment=experiment, sweep=runs.attrs.get("sweep"))
+    return out
+
+
 def arm_stats(
     experiment: str,
     metric: str = "eval_win_rate",
@@ -496,20 +553,8 @@ def arm_stats(
 
     if reach is not None and not 0 < reach <= 1:
         raise ValueError(f"reach must be a fraction in (0, 1]; got {reach}")
-    client, df, key = _runs_for(uri, experiment, sweep, include_failed, where, metric, by)
+    runs, curves, df = _run_curves(uri, experiment, sweep, include_failed, where, metric, by)
     calls_col = {k: c for c, k in df.attrs["metric_keys"].items()}.get("judge_calls")
-    curves, keep = {}, []
-    for idx, run_id in zip(df.index, df["run_id"], strict=True):
-        h = _history(client, run_id, key)
-        if len(h):
-            curves[idx] = (h["step"].to_numpy(dtype=float), h["value"].to_numpy(dtype=float))
-            keep.append(idx)
-    runs = df.loc[keep].copy()
-    if runs.empty:
-        raise ValueError(f"no history for metric {metric!r}")
-    runs["_final"] = [curves[i][1][-1] for i in runs.index]
-    runs["_start"] = [curves[i][1][0] for i in runs.index]
-    runs["_auc"] = [stats.curve_auc(*curves[i]) for i in runs.index]
     arms = sorted(runs[by].dropna().unique(), key=str)
     base = _resolve_baseline(arms, baseline, by) if baseline is not None else None
     seeds = {a: _seed_map(runs[runs[by] == a], a) for a in arms} if base is not None else {}
@@ -700,3 +745,111 @@ def sweep_figure(tables, xlabel: str, quantity: str = "final", title: str = "", 
     fig.tight_layout()
     save_figure(fig, path)
     return fig
+
+
+# --------------------------------------------------------------------------- one row per run
+
+RUN_KEYS = ("arm", "seed")  # what identifies a run of a committed per-run table (+ group_size)
+
+
+def _pooled_rate(client, run_id: str, rate: str, count: str) -> float:
+    """Σ rate·count / Σ count over a run's steps (e.g. ties per answered comparison over the whole
+    run: steps with no comparison weigh nothing); NaN when nothing was counted."""
+    r, c = _history(client, run_id, rate), _history(client, run_id, count)
+    m = r.merge(c, on="step", suffixes=("_r", "_c"))
+    total = float(m["value_c"].sum())
+    return float((m["value_r"] * m["value_c"]).sum() / total) if total > 0 else math.nan
+
+
+def runs_table(
+    experiment: str,
+    metrics,
+    uri: str | None = None,
+    sweep: str = "latest",
+    by: str = "setting",
+    where: dict[str, str] | None = None,
+    pooled: dict[str, tuple[str, str]] | None = None,
+    params: tuple[str, ...] = (),
+) -> pd.DataFrame:
+    """The per-run values behind a published table, one row per run: ``arm`` (the ``by`` tag;
+    ``arm_by`` names it), ``seed``, ``run_id``, ``init_sha256`` (the start's content hash),
+    ``judge_calls``, and per metric ``<m>_final``, ``<m>_auc``, ``<m>_points`` (logged values) and
+    ``<m>_nan_steps`` (steps it was not finite); ``pooled={name: (rate, count)}`` adds Σ rate·count
+    / Σ count over the run (e.g. ``tie_rate``); ``params``: run params as columns (dots → ``_``).
+    Written as ``results/train/<experiment>_runs.csv`` and read back by :func:`diff_runs`."""
+    metrics = list(metrics)
+    first = run_values(experiment, metrics[0], uri, sweep, by, where=where)
+    out = first[["arm", "seed", "run_id", "init_sha256", "judge_calls"]].copy()
+    out.insert(1, "arm_by", by)
+    for m in metrics:
+        v = first if m == metrics[0] else run_values(experiment, m, uri, sweep, by, where=where)
+        v = v.set_index("run_id")
+        for q in ("final", "auc", "points", "nan_steps"):
+            out[f"{m}_{q}"] = out["run_id"].map(v[q])
+    if pooled or params:
+        client = _client(uri)
+        for name, (rate, count) in (pooled or {}).items():
+            out[name] = [_pooled_rate(client, r, rate, count) for r in out["run_id"]]
+        for p in params:
+            got = [client.get_run(r).data.params.get(p) for r in out["run_id"]]
+            out[p.replace(".", "_")] = got
+    out = out.sort_values(["arm", "seed"], key=lambda c: c.map(_natural), kind="stable")
+    out.attrs.update(experiment=experiment, by=by, metrics=metrics)
+    return out.reset_index(drop=True)
+
+
+def _natural(v):
+    s = str(v)
+    return (0, int(s), "") if s.lstrip("-").isdigit() else (1, 0, s)
+
+
+def diff_runs(committed: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
+    """Run by run (matched on arm, seed and, where both have it, group_size): every quantity both
+    tables hold — numbers and the ``init_sha256`` hash — committed vs rerun, their difference and
+    ``same`` (exactly equal: bit for bit, as CSV floats round-trip). Runs present on one side only
+    appear with the other side empty."""
+    keys = [*RUN_KEYS, *(["group_size"] if {"group_size"} <= set(committed) & set(rerun) else [])]
+    skip = {*keys, "arm_by", "run_id", "experiment", "init_source"}
+    shared = [c for c in committed.columns if c in rerun.columns and c not in skip]
+    a = committed.assign(**{k: committed[k].astype(str) for k in keys})
+    b = rerun.assign(**{k: rerun[k].astype(str) for k in keys})
+    m = a.merge(b, on=keys, how="outer", suffixes=("@committed", "@rerun"), indicator=True)
+    rows = []
+    for _, r in m.iterrows():
+        for c in shared:
+            x, y = r[f"{c}@committed"], r[f"{c}@rerun"]
+            num = c != "init_sha256"
+            if num:
+                x, y = pd.to_numeric(x, errors="coerce"), pd.to_numeric(y, errors="coerce")
+                same = (x == y) or (math.isnan(x) and math.isnan(y) and r["_merge"] == "both")
+                d = y - x
+            else:
+                same, d = (x == y) and isinstance(x, str), math.nan
+            rows.append(
+                {**{k: r[k] for k in keys}, "quantity": c, "committed": x, "rerun": y, "diff": d,
+                 "same": bool(same), "present": str(r["_merge"]).replace("_only", "")}
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=[*keys, "quantity", "committed", "rerun", "diff", "same", "present"])
+
+
+def diff_summary(diff: pd.DataFrame) -> str:
+    """A few lines: runs matched, how many are identical in every quantity, the checkpoint hashes,
+    and per quantity the largest |difference| and the mean difference (rerun − committed)."""
+    keys = [c for c in (*RUN_KEYS, "group_size") if c in diff]
+    both = diff[diff["present"] == "both"]
+    per_run = both.groupby(keys)["same"].all()
+    lines = [
+        f"{len(per_run)} runs in both; {int(per_run.sum())} identical in every quantity; "
+        f"{diff[diff['present'] != 'both'].groupby(keys).ngroups} on one side only"
+    ]
+    h = both[both["quantity"] == "init_sha256"]
+    if len(h):
+        lines.append(f"checkpoint hash (init_sha256) equal in {int(h['same'].sum())} of {len(h)} runs")
+    for q, g in both[both["quantity"] != "init_sha256"].groupby("quantity", sort=False):
+        d = g["diff"].astype(float)
+        if d.notna().any():
+            lines.append(
+                f"{q}: {int(g['same'].sum())}/{len(g)} identical, max |Δ| {d.abs().max():.3g}, "
+                f"mean Δ {d.mean():+.3g}"
+            )
+    return "\n".join(lines)

@@ -77,6 +77,9 @@ class _Recorder:
         self.tracker.log_metrics(metrics, step=step)
         self.history.append((step, dict(metrics)))
 
+    def set_tags(self, tags) -> None:
+        self.tracker.set_tags(tags)
+
 
 # the job's own curves artifact: the primary metric first (greedy quality beside it, dashed), then
 # the training samples' quality, the SNR of pointwise scores and the KL to the reference

@@ -26,6 +26,8 @@ from arenabench.compare import (
     load_runs,
     metric_curves,
     paired_difference_figure,
+    runs_table,
+    select_runs,
     stats_frontier_figure,
     sweep_figure,
 )
@@ -56,6 +58,13 @@ TITLES = {
     "rrc": "rrc: PRC vs SCR vs AGR, ± voting@3, ± CARA on the chain-of-thought judge (init=sft, N = K = 8)",
     "reasoning_arena": "reasoning_arena: RLVR with adaptive routing on vs off, CISPO (init=sft, N = K = 8)",
 }
+
+
+# per run (results/train/<experiment>_runs.csv): final and AUC of each, its logged points and NaN steps
+RUN_METRICS = (PRIMARY, "eval_quality", "snr", "adv_oracle_pearson")
+VERIFIER_METRICS = ("eval_pass_rate", "eval_greedy_pass_rate", "eval_answer_elsewhere")  # rlvr task
+POOLED = {"tie_rate": ("judge_tie_rate", "judge_matches")}  # ties per answered comparison, whole run
+RUN_PARAMS = ("init.seed",)  # the SFT seed: the teacher draw of an imperfect teacher
 
 
 def baseline(experiment: str) -> str:
@@ -91,12 +100,19 @@ def fmt_p(p: float) -> str:
     return "" if p is None or math.isnan(p) else f"{p:.2g}"
 
 
+def paired_cells(r, q: str) -> list[str]:
+    """An arm_stats row's ``q`` [CI], its paired difference vs the baseline [CI] and p."""
+    return [
+        fmt(r[q], r[f"{q}_lo"], r[f"{q}_hi"]),
+        fmt(r[f"d_{q}"], r[f"d_{q}_lo"], r[f"d_{q}_hi"], signed=True),
+        fmt_p(r[f"p_{q}"]),
+    ]
+
+
 def run_info(experiment: str, uri: str | None, where: dict | None = None) -> dict:
     """Seeds, steps, commits and sweep of an experiment's latest sweep."""
     runs = load_runs(experiment, uri=uri)
     if where:
-        from arenabench.compare import select_runs
-
         runs = select_runs(runs, where)
     client = open_client(tracking_uri(uri), must_exist=True)
     steps = sorted({client.get_run(r).data.params.get("steps") for r in runs["run_id"]})
@@ -115,8 +131,6 @@ def complete_seeds(
     experiment: str, uri: str | None, where: dict | None = None
 ) -> tuple[list[str], list[str]]:
     """(seeds every arm finished, all seeds seen): a sweep stopped early leaves some arms short."""
-    from arenabench.compare import select_runs
-
     runs = select_runs(load_runs(experiment, uri=uri), where)
     per_arm = [set(g["seed"].astype(str)) for _, g in runs.groupby(BY)]
     common = set.intersection(*per_arm) if per_arm else set()
@@ -149,31 +163,64 @@ def sweep_command(experiment: str, runs: pd.DataFrame) -> str:
     return " ".join([f"arenabench-train -m experiment={experiment}", *extra])
 
 
-def stats_tables(experiment: str, uri: str | None, where: dict | None = None) -> dict[str, pd.DataFrame]:
+def _where(experiment: str, uri: str | None, where: dict | None) -> dict | None:
+    """``where``, restricted to the seeds every arm finished (pair only over those)."""
     common, seen = complete_seeds(experiment, uri, where)
-    if common != seen:  # pair only over the seeds every arm has
-        where = {**(where or {}), "seed": common}
+    return {**(where or {}), "seed": common} if common != seen else where
+
+
+def stats_tables(experiment: str, uri: str | None, where: dict | None = None) -> dict[str, pd.DataFrame]:
+    where = _where(experiment, uri, where)
     kw = {"uri": uri, "by": BY, "where": where}
-    return {
+    t = {
         "primary": arm_stats(experiment, PRIMARY, baseline=baseline(experiment), **kw),
         "greedy": arm_stats(experiment, "eval_quality", baseline=baseline(experiment), **kw),
         "adv": arm_stats(experiment, "adv_oracle_pearson", **kw),
         "snr": arm_stats(experiment, "snr", **kw),
     }
+    if verifiable(experiment, uri, where):  # the verifier's objective beside the judged one
+        for name in VERIFIER_METRICS:
+            t[name] = arm_stats(experiment, name, baseline=baseline(experiment), **kw)
+    return t
 
 
-def main_table(t: dict[str, pd.DataFrame], steps: int, base: str = "pointwise") -> list[str]:
+def verifiable(experiment: str, uri: str | None, where: dict | None = None) -> bool:
+    return (
+        "eval_pass_rate" in select_runs(load_runs(experiment, uri=uri), where).attrs["metric_keys"].values()
+    )
+
+
+def run_rows(experiment: str, uri: str | None, where: dict | None = None) -> pd.DataFrame:
+    """One row per run (seed, arm, final, AUC, judge calls, checkpoint hash, ...): ``_runs.csv``."""
+    metrics = RUN_METRICS + (VERIFIER_METRICS if verifiable(experiment, uri, where) else ())
+    where = _where(experiment, uri, where)
+    return runs_table(experiment, metrics, uri=uri, by=BY, where=where, pooled=POOLED, params=RUN_PARAMS)
+
+
+def _steps_note(runs: pd.DataFrame | None, arm: str, metric: str, steps: int) -> str:
+    """`` (k/m)``: of the arm's m step values of an every-step metric, the k a mean is taken over."""
+    if runs is None:
+        return ""
+    r = runs[runs["arm"] == arm]
+    return f" ({int(r[f'{metric}_points'].sum())}/{steps * len(r)})"
+
+
+def main_table(
+    t: dict[str, pd.DataFrame], steps: int, base: str = "pointwise", runs: pd.DataFrame | None = None
+) -> list[str]:
     q, g = t["primary"], t["greedy"].set_index("arm")
     adv, snr = t["adv"].set_index("arm"), t["snr"].set_index("arm")
+    ties = runs.groupby("arm")["tie_rate"].mean() if runs is not None else pd.Series(dtype=float)
     head = (
         f"| arm | n | judge calls / step | final sampled quality [95% CI] | Δ final vs {base} [95% CI] "
         f"| p | AUC [95% CI] | Δ AUC vs {base} [95% CI] | p | final greedy quality [95% CI] "
-        f"| Δ greedy vs {base} [95% CI] | p | mean adv–oracle r [95% CI] | mean SNR |"
+        f"| Δ greedy vs {base} [95% CI] | p | mean adv–oracle r [95% CI] | mean SNR (steps) | tie rate |"
     )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for _, r in q.iterrows():
         a = r["arm"]
         gr, ar, sr = g.loc[a], adv.loc[a], snr.loc[a]
+        tie = ties.get(a, math.nan)
         lines.append(
             "| "
             + " | ".join(
@@ -181,22 +228,122 @@ def main_table(t: dict[str, pd.DataFrame], steps: int, base: str = "pointwise") 
                     f"`{a}`",
                     str(int(r["n"])),
                     f"{r['judge_calls'] / steps:.1f}",
-                    fmt(r["final"], r["final_lo"], r["final_hi"]),
-                    fmt(r["d_final"], r["d_final_lo"], r["d_final_hi"], signed=True),
-                    fmt_p(r["p_final"]),
-                    fmt(r["auc"], r["auc_lo"], r["auc_hi"]),
-                    fmt(r["d_auc"], r["d_auc_lo"], r["d_auc_hi"], signed=True),
-                    fmt_p(r["p_auc"]),
-                    fmt(gr["final"], gr["final_lo"], gr["final_hi"]),
-                    fmt(gr["d_final"], gr["d_final_lo"], gr["d_final_hi"], signed=True),
-                    fmt_p(gr["p_final"]),
+                    *paired_cells(r, "final"),
+                    *paired_cells(r, "auc"),
+                    *paired_cells(gr, "final"),
                     fmt(ar["auc"], ar["auc_lo"], ar["auc_hi"], nd=2),
-                    fmt(sr["auc"], nd=2),
+                    fmt(sr["auc"], nd=2) + _steps_note(runs, a, "snr", steps),
+                    "—" if math.isnan(tie) else f"{tie:.3f}",
                 ]
             )
             + " |"
         )
     return lines + [""]
+
+
+def objectives_table(t: dict[str, pd.DataFrame], base: str) -> list[str]:
+    """Reasoning Arena's second objective: the verifier's pass rate per arm, paired by seed."""
+    rows = [
+        "## Both objectives: verifier pass rate beside judged quality",
+        "",
+        "The rlvr task has two objectives: the preference part (judged; the quality above) and the "
+        "verifiable answer (exact match of the last token). *Pass rate* = share of the 16 × 32 sampled "
+        "eval responses (T = 1, the same draws as the sampled quality) that the verifier accepts; "
+        "*greedy pass rate* = share of the 32 greedy answers; *answer elsewhere* = share of the sampled "
+        "responses' non-final positions holding the answer token (0.0625 for a uniform token).",
+        "",
+        f"| arm | n | final pass rate [95% CI] | Δ vs {base} [95% CI] | p | AUC pass rate [95% CI] "
+        f"| Δ AUC vs {base} [95% CI] | p | final greedy pass rate [95% CI] | Δ vs {base} [95% CI] | p "
+        "| final answer elsewhere [95% CI] |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    gp, ae = t["eval_greedy_pass_rate"].set_index("arm"), t["eval_answer_elsewhere"].set_index("arm")
+    for _, r in t["eval_pass_rate"].iterrows():
+        a = r["arm"]
+        g, e = gp.loc[a], ae.loc[a]
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{a}`",
+                    str(int(r["n"])),
+                    *paired_cells(r, "final"),
+                    *paired_cells(r, "auc"),
+                    *paired_cells(g, "final"),
+                    fmt(e["final"], e["final_lo"], e["final_hi"]),
+                ]
+            )  # fmt: skip
+            + " |"
+        )
+    return rows + [""]
+
+
+def teacher_spread(runs: pd.DataFrame, base: str = "pointwise") -> list[str]:
+    """Per teacher draw (the SFT seed, ``init.seed``; = the RL seed where it varies with it), each
+    arm's final sampled quality minus the base arm's, and the spread of that difference across draws."""
+    col = f"{PRIMARY}_final"
+    draws = sorted(runs["init_seed"].dropna().unique(), key=int)
+    if len(draws) < 2:
+        return [
+            f"**One teacher draw** (`init.seed` = {', '.join(draws) or '?'}): the spread across teacher "
+            "draws is not measured by this sweep.",
+            "",
+        ]
+    wide = runs.pivot_table(index=["init_seed", "seed"], columns="arm", values=col, aggfunc="first")
+    arms = [a for a in wide.columns if a != base]
+    lines = [
+        "## Spread across teacher draws",
+        "",
+        f"Δ final sampled quality vs `{base}` per teacher draw (`init.seed`: its logit noise, SFT init "
+        "and demonstrations), with the mean, SD and range across draws.",
+        "",
+        "| teacher draw | RL seed | " + " | ".join(f"`{a}`" for a in arms) + " |",
+        "|---|---|" + "---|" * len(arms),
+    ]
+    d = wide[arms].sub(wide[base], axis=0)
+    for (draw, seed), row in d.sort_index(key=lambda i: i.astype(int)).iterrows():
+        lines.append(f"| {draw} | {seed} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
+    for name, f in (("mean", "mean"), ("SD", "std"), ("min", "min"), ("max", "max")):
+        spec = ".3f" if f == "std" else "+.3f"
+        lines.append(f"| {name} | | " + " | ".join(format(getattr(d[a], f)(), spec) for a in arms) + " |")
+    return lines + [""]
+
+
+def runs_listing(runs: pd.DataFrame, steps: int) -> list[str]:
+    """Every run, one row: what a rerun is compared against (``arenabench compare --against``)."""
+    cols = [f"{PRIMARY}_final", f"{PRIMARY}_auc"]
+    cols += [c for c in ("eval_pass_rate_final",) if c in runs]
+    head = "| arm | seed | teacher draw | init sha256 | judge calls / step | " + " | ".join(cols) + " |"
+    lines = [
+        "## Runs",
+        "",
+        "<details><summary>One row per run (also in the `_runs.csv` beside this file)</summary>",
+        "",
+        head,
+        "|" + "---|" * (head.count(" | ") + 1),
+    ]
+    for _, r in runs.iterrows():
+        h = r["init_sha256"] if isinstance(r["init_sha256"], str) else "(untagged)"
+        lines.append(
+            f"| {r['arm']} | {r['seed']} | {r.get('init_seed', '')} | `{h[:16]}` | "
+            f"{r['judge_calls'] / steps:.1f} | " + " | ".join(f"{r[c]:.6f}" for c in cols) + " |"
+        )
+    return lines + ["", "</details>", ""]
+
+
+def starts_line(runs: pd.DataFrame) -> list[str]:
+    """Which SFT checkpoint(s) the runs start from (content sha256, ``init_sha256`` tag)."""
+    hashes = runs["init_sha256"].dropna()
+    if hashes.empty:
+        return ["- Start checkpoint: the runs carry no `init_sha256` tag (logged before issue 26).", ""]
+    counts = hashes.value_counts()
+    listed = ", ".join(f"`{h[:16]}` ({n} runs)" for h, n in counts.items())
+    missing = len(runs) - len(hashes)
+    return [
+        f"- Start checkpoint(s), content sha256 (`init_sha256` tag; `arenabench sft verify` rebuilds "
+        f"them): {listed}" + (f"; {missing} runs untagged" if missing else "") + ".",
+        "",
+    ]
 
 
 def legend(steps: int, base: str = "pointwise") -> list[str]:
@@ -210,7 +357,11 @@ def legend(steps: int, base: str = "pointwise") -> list[str]:
         "(the oracle controls ask none); *mean adv–oracle r* = time-average over steps of the per-group "
         "Pearson r between the arm's advantages and standardize(true quality) (steps with no usable group "
         "log 0); *mean SNR* = time-average of σ_group/σ_noise of pointwise scores of the arm's own samples "
-        "(a property of the policy, logged in every arm).",
+        "(a property of the policy, logged in every arm) over the step values that are finite — *(steps)* "
+        "= how many of the arm's step values that is (σ_noise = 0 on an integer judge makes SNR NaN; "
+        "such steps are counted as `snr_nan_steps`, not averaged); *tie rate* = ties per answered "
+        "comparison over the whole run (Σ ties / Σ comparisons), mean over seeds (— : the arm compares "
+        "nothing). Late in training collapsed groups hold identical texts, which every judge ties.",
         "",
     ]
 
@@ -298,10 +449,23 @@ def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
         ]
     t = stats_tables(experiment, uri)
     pd.concat({k: v for k, v in t.items()}, names=["table"]).to_csv(out / f"{experiment}_stats.csv")
+    runs = run_rows(experiment, uri)
+    runs.to_csv(out / f"{experiment}_runs.csv", index=False)
     base = baseline(experiment)
-    parts += [f"## Arms vs {base}, paired by seed", "", *main_table(t, steps, base), *legend(steps, base)]
+    parts = parts[:5] + starts_line(runs) + parts[5:]
+    parts += [
+        f"## Arms vs {base}, paired by seed",
+        "",
+        *main_table(t, steps, base, runs),
+        *legend(steps, base),
+    ]
+    if "eval_pass_rate" in t:
+        parts += objectives_table(t, base)
+    if experiment == "table2_imperfect":
+        parts += teacher_spread(runs, base)
     parts += figures(experiment, t, steps, uri, out)
     parts += ["## Dynamics", "", *dynamics_figures(experiment, uri, out)]
+    parts += runs_listing(runs, steps)
     return "\n".join(parts)
 
 
@@ -319,7 +483,7 @@ def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) 
     ns = sorted(
         {int(o.split("=")[1]) for s in runs["overrides"] for o in s.split() if o.startswith("group_size=")}
     )
-    tables, frames = {}, {}
+    tables, frames, per_run = {}, {}, []
     parts += ["## Arms vs pointwise at each group size N, paired by seed", ""]
     sources = {n: ("group_size", {"group_size": str(n)}) for n in ns}
     if N_FROM_TABLE2 not in ns:
@@ -355,14 +519,23 @@ def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) 
         if common != seen:
             parts += [f"Incomplete: the sweep stopped early; paired over seeds {', '.join(common)} only.", ""]
         tables[n], frames[f"N={n}"] = t["primary"], pd.concat(dict(t), names=["table"])
-        parts += main_table(t, steps)
+        r = run_rows(experiment, uri, where)
+        r = r[r["arm"].isin(arms)].assign(group_size=n)
+        per_run.append(r)
+        parts += main_table(t, steps, runs=r)
     pd.concat(frames, names=["group_size"]).to_csv(out / "group_size_stats.csv")
+    runs = pd.concat(per_run, ignore_index=True) if per_run else pd.DataFrame()
+    runs.to_csv(out / "group_size_runs.csv", index=False)
+    if len(runs):
+        parts = parts[:5] + starts_line(runs) + parts[5:]
     parts += legend(steps)
     sweep_figure(tables, "group size N", path=out / "group_size_final.png",
                  title="group_size: final sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
     sweep_figure(tables, "group size N", quantity="auc", path=out / "group_size_auc.png",
                  title="group_size: AUC of sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
     parts += ["![final by N](group_size_final.png) ![AUC by N](group_size_auc.png)", ""]
+    if len(runs):
+        parts += runs_listing(runs, steps)
     return "\n".join(parts)
 
 

@@ -130,6 +130,8 @@ def test_figures_of_arm_stats_and_curves(store, tmp_path):
 def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     import os
 
+    import pandas as pd
+
     out = tmp_path / "train"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "table2_report.py"), "--out", str(out), "--uri", store,
@@ -163,8 +165,57 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     assert "Δ final vs prc" in rrc and "## Arms vs prc" in rrc and "`cot` preset" in rrc
     scr = next(r for r in rrc.splitlines() if r.startswith("| `rrc_scr`")).split("|")
     assert scr[5].strip().startswith(("+", "-")) and "[" in scr[5]
-    import pandas as pd
 
+    for needle in ("mean SNR (steps)", "tie rate", "Start checkpoint(s), content sha256", "## Runs"):
+        assert needle in text, needle
+    snr_cell = next(r for r in rows if r.startswith("| `pointwise`")).split("|")[14]
+    assert snr_cell.strip().endswith(f"/{STEPS * len(SEEDS)})")  # over how many step values
+    runs = pd.read_csv(out / "table2_runs.csv", dtype={"seed": str})
+    assert len(runs) == len(ARMS) * len(SEEDS) and runs["init_sha256"].notna().all()
+    assert {"arm", "seed", "judge_calls", "eval_sampled_quality_final", "eval_sampled_quality_auc"} <= set(
+        runs
+    )
+    assert runs[runs["arm"] == "pointwise"]["tie_rate"].isna().all()  # pointwise compares nothing
+    assert (runs[runs["arm"] == "seeded_single_elim"]["tie_rate"] >= 0).all()
+    assert len(pd.read_csv(out / "group_size_runs.csv")) == 8 + 2 * len(SEEDS)  # N = 2, 4 + N = 8 from table2
     stats = pd.read_csv(out / "table2_stats.csv")
     assert {"arm", "final", "d_final", "p_final", "auc", "d_auc"} <= set(stats.columns)
     assert not math.isnan(stats[stats["arm"] == "oracle"]["d_final"].iloc[0])
+
+
+def test_runs_table_one_row_per_run_and_compare_against(store, tmp_path, capsys):
+    """The per-run table a report commits, and `arenabench compare --against` diffing a store
+    against it: identical runs exit 0; a changed value or checkpoint hash is listed, exit 1."""
+    import pandas as pd
+
+    from arenabench.cli import main
+    from arenabench.compare import diff_runs, runs_table
+    from arenabench.trainers.local import sft
+
+    t = runs_table("table2", ["eval_sampled_quality", "snr"], uri=store, by="reward", params=("init.seed",))
+    assert len(t) == len(ARMS) * len(SEEDS) and set(t["arm_by"]) == {"reward"}
+    assert {(a, s) for a, s in zip(t["arm"], t["seed"], strict=True)} == {
+        (a, str(s)) for a in ARMS for s in SEEDS
+    }
+    shipped = {
+        e["sha256"] for e in sft.manifest().values() if e["name"] == "task=preference init=sft init.seed=0"
+    }
+    assert set(t["init_sha256"]) == shipped  # every run tagged with the shipped start's hash
+    assert (t["snr_points"] + t["snr_nan_steps"] <= STEPS).all() and (
+        t["eval_sampled_quality_points"] == 4
+    ).all()
+    assert set(t["init_seed"]) == {"0"}
+    path = tmp_path / "table2_runs.csv"
+    t.to_csv(path, index=False)
+    back = pd.read_csv(path, dtype={"seed": str, "init_sha256": str})
+    d = diff_runs(back, t)
+    assert d["same"].all() and set(d["present"]) == {"both"}  # CSV floats round-trip exactly
+    assert main(["compare", "-e", "table2", "--uri", store, "--against", str(path)]) == 0
+    assert "9 runs in both; 9 identical" in capsys.readouterr().err
+    back.loc[0, "eval_sampled_quality_final"] += 1e-9
+    back.loc[1, "init_sha256"] = "f" * 64
+    back.to_csv(path, index=False)
+    assert main(["compare", "-e", "table2", "--uri", store, "--against", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "7 identical in every quantity" in err and "equal in 8 of 9 runs" in err
+    assert "eval_sampled_quality_final" in out and "init_sha256" in out

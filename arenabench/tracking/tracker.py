@@ -39,9 +39,12 @@ class RunLogger:
     calls (and by :meth:`flush`).
 
     Attributes:
-        skipped: how many metric values were dropped because they were not finite (NaN/±inf):
-            they would poison means over seeds and MLflow's charts, so they are counted here
-            rather than logged.
+        skipped: how many metric values were not finite (NaN/±inf). They are not logged (they
+            would poison means over seeds and MLflow's charts) but counted, per metric, in
+            :attr:`nan_steps` — and logged: at a step where ``<metric>`` is not finite the
+            cumulative count is logged as ``<metric>_nan_steps``, so its last value is how many
+            steps the run's curve of ``<metric>`` lacks (absent: none).
+        nan_steps: ``{metric: steps it was not finite}``.
     """
 
     def __init__(self, run_id: str, uri: str | None = None, flush_every: int = 50, *, client=None):
@@ -49,6 +52,7 @@ class RunLogger:
         self.client = client if client is not None else open_client(self.uri)
         self.flush_every = max(1, int(flush_every))
         self.skipped = 0
+        self.nan_steps: dict[str, int] = {}
         self._run_id = run_id
         self._pending: list = []  # mlflow.entities.Metric
         self._calls = 0
@@ -64,8 +68,8 @@ class RunLogger:
             raise RuntimeError(f"MLflow run {self._run_id} has already ended ({self._status})")
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Buffer ``metrics`` at ``step``; non-finite values are skipped (counted in
-        :attr:`skipped`)."""
+        """Buffer ``metrics`` at ``step``; a non-finite value is not logged but counted
+        (:attr:`skipped`, :attr:`nan_steps`, and the metric ``<metric>_nan_steps``)."""
         from mlflow.entities import Metric
 
         self._check_open()
@@ -74,6 +78,8 @@ class RunLogger:
             value = float(v)
             if not math.isfinite(value):
                 self.skipped += 1
+                n = self.nan_steps[str(k)] = self.nan_steps.get(str(k), 0) + 1
+                self._pending.append(Metric(f"{k}_nan_steps", float(n), ts, int(step)))
                 continue
             self._pending.append(Metric(str(k), value, ts, int(step)))
         self._calls += 1

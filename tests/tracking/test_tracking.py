@@ -63,6 +63,10 @@ def test_tracker_logs_params_tags_metrics_and_artifacts(store):
     assert history(client, t.run_id, "loss") == [(s, 1.0 / (s + 1)) for s in range(20)]
     assert history(client, t.run_id, "snr") == [(s, float(s)) for s in range(20)]
     assert "bad" not in run.data.metrics and "inf" not in run.data.metrics
+    # ... but counted: <metric>_nan_steps, cumulative, at every step the metric was not finite
+    assert t.nan_steps == {"bad": 20, "inf": 1}
+    assert history(client, t.run_id, "bad_nan_steps") == [(s, float(s + 1)) for s in range(20)]
+    assert run.data.metrics["bad_nan_steps"] == 20.0 and run.data.metrics["inf_nan_steps"] == 1.0
     assert {a.path for a in client.list_artifacts(t.run_id)} == {
         "config.yaml",
         "final_metrics.json",

@@ -42,6 +42,7 @@ class TrainerConfig:
     d_model: int = 32
     n_layer: int = 2
     n_head: int = 4
+    tie_head: bool = True  # output head = the token embedding (False: a separate linear head)
     threads: int = 1  # torch threads
 
 

@@ -23,9 +23,19 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
-    """Token + position embeddings, ``n_layer`` pre-LN blocks, tied output head."""
+    """Token + position embeddings, ``n_layer`` pre-LN blocks, an output head tied to the token
+    embedding (``tie_head=False``: a separate linear head, so raising a token's output logit
+    does not also move its input embedding — see docs/reproducibility.md, Reasoning Arena)."""
 
-    def __init__(self, vocab: int, max_len: int, d_model: int = 64, n_layer: int = 2, n_head: int = 4):
+    def __init__(
+        self,
+        vocab: int,
+        max_len: int,
+        d_model: int = 64,
+        n_layer: int = 2,
+        n_head: int = 4,
+        tie_head: bool = True,
+    ):
         super().__init__()
         self.vocab, self.max_len = vocab, max_len
         self.tok = nn.Embedding(vocab, d_model)
@@ -35,13 +45,17 @@ class TinyLM(nn.Module):
         self.register_buffer("causal", torch.triu(torch.full((max_len, max_len), -math.inf), 1))
         nn.init.normal_(self.tok.weight, std=0.02)
         nn.init.normal_(self.pos.weight, std=0.02)
+        self.head = None if tie_head else nn.Linear(d_model, vocab, bias=False)
+        if self.head is not None:  # created last: a tied model draws exactly the numbers it always did
+            nn.init.normal_(self.head.weight, std=0.02)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         t = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for b in self.blocks:
             x = b(x, self.causal[:t, :t])
-        return self.ln(x) @ self.tok.weight.T
+        head = self.tok.weight if self.head is None else self.head.weight
+        return self.ln(x) @ head.T
 
 
 def response_logprobs(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float):

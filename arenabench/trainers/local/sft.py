@@ -12,11 +12,25 @@ tokens, to demonstrations from a *teacher* over the task's hidden per-prompt tok
 The imperfect teacher's mode is not always the best token, so RL has something to discover.
 τ is calibrated from judge statistics alone (:mod:`arenabench.trainers.local.calibrate`).
 
-The checkpoint is a pure function of its configuration (task, model dims, teacher, SFT
-steps/lr/batch, seed): it is built on first use and cached at
-``$ARENABENCH_CACHE/sft/<key>.pt`` (default ``~/.cache/arenabench/sft/<key>.pt``), written
-atomically so parallel sweep jobs that need the same checkpoint never read a partial file. The
-RL seed is not part of it: every arm and RL seed of a sweep starts from the same SFT model.
+The checkpoint is a function of its configuration (task, model dims, teacher, SFT
+steps/lr/batch, seed) *and of the CPU's floating-point kernels*: the fit is 800 AdamW steps of
+float math whose reductions and vectorized exp/log differ in the last bits between instruction
+sets (x86 AVX2/AVX-512 vs ARM NEON, and ATen's scalar fallback), and training amplifies last-bit
+differences (measured: docs/reproducibility.md). So the checkpoints the published tables start
+from are **shipped** (``checkpoints/`` beside this module, ~100 KB each, listed with their sha256
+in ``checkpoints/manifest.json``) and loaded in preference to a build; a shipped file whose
+content hash differs from its manifest entry is an error. Other configurations are built on first
+use and cached at ``$ARENABENCH_CACHE/sft/<key>.pt`` (default ``~/.cache/arenabench/sft/``),
+written atomically so parallel sweep jobs never read a partial file; ``arenabench sft verify``
+rebuilds the shipped ones on this CPU and says loudly if a rebuild differs.
+
+A checkpoint's identity is :func:`state_sha256` — the sha256 of its parameter bytes (names,
+dtypes, shapes, little-endian values), not of the ``.pt`` file, whose bytes also hold build
+timings and torch's serialization details. Every run logs it as the MLflow tag ``init_sha256``.
+
+The RL seed is not part of the key: every arm and RL seed of a sweep starts from the same SFT model
+(unless the experiment sets ``init.seed: ${seed}``, as the imperfect-teacher ones do, so that the
+teacher draw varies with the seed).
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import time
@@ -38,6 +53,7 @@ from torch.nn import functional as F
 
 from arenabench.trainers.local.policy import TinyLM
 
+PUBLISHED = Path(__file__).resolve().parent / "checkpoints"  # shipped checkpoints + manifest.json
 SFT_VERSION = 1  # bump when the SFT algorithm changes: old checkpoints stop matching
 KINDS = ("random", "sft")
 TEACHERS = ("perfect", "imperfect")
@@ -107,13 +123,37 @@ def teacher_probs(task, icfg: InitConfig) -> np.ndarray:
 
 
 def model_dims(model: TinyLM) -> dict[str, int]:
-    return {
+    """The architecture the checkpoint fits (``tie_head`` listed only when False: the keys of
+    tied models, the historical layout, stay what they were)."""
+    dims = {
         "vocab": int(model.vocab),
         "max_len": int(model.max_len),
         "d_model": int(model.tok.weight.shape[1]),
         "n_layer": len(model.blocks),
         "n_head": int(model.blocks[0].attn.num_heads) if len(model.blocks) else 0,
     }
+    if model.head is not None:
+        dims["tie_head"] = False
+    return dims
+
+
+def new_model(dims: Mapping[str, Any]) -> TinyLM:
+    return TinyLM(
+        dims["vocab"], dims["max_len"], dims["d_model"], dims["n_layer"], dims["n_head"],
+        tie_head=bool(dims.get("tie_head", True)),
+    )  # fmt: skip
+
+
+def state_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """sha256 of a state dict's content: for each entry in name order, its name, dtype, shape and
+    little-endian value bytes. Independent of how (and when) the file was written."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        a = state[name].detach().cpu().contiguous().numpy()
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        h.update(f"{name}|{a.dtype.str}|{tuple(a.shape)}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def task_identity(task) -> dict[str, Any]:
@@ -163,7 +203,7 @@ def build_sft(task, dims: Mapping[str, int], icfg: InitConfig, log_every: int = 
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(icfg.seed)
-            model = TinyLM(dims["vocab"], dims["max_len"], dims["d_model"], dims["n_layer"], dims["n_head"])
+            model = new_model(dims)
         probs = torch.as_tensor(teacher_probs(task, icfg), dtype=torch.float32)
         prompts = torch.as_tensor(task.prompts)
         P, L, pl = task.n_prompts, task.response_len, task.prompt_len
@@ -217,35 +257,185 @@ def build_sft(task, dims: Mapping[str, int], icfg: InitConfig, log_every: int = 
     }
 
 
-def load_or_build(
-    task, dims: Mapping[str, int], icfg: InitConfig, root: str | os.PathLike | None = None
-) -> tuple[dict[str, Any], Path, bool]:
-    """The SFT checkpoint for this configuration: (payload, path, built_now)."""
-    key = sft_key(task, dims, icfg)
-    path = cache_dir(root) / f"{key}.pt"
-    if path.exists():
-        return torch.load(path, map_location="cpu", weights_only=True), path, False
-    payload = build_sft(task, dims, icfg)
-    payload["key"] = key
-    payload["identity"] = json.loads(json.dumps(sft_identity(task, dims, icfg), default=str))
+def _save_atomic(payload: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
-        torch.save(payload, tmp)
+        torch.save(dict(payload), tmp)
         os.replace(tmp, path)  # atomic: a concurrent reader sees no file or the whole file
     finally:
         tmp.unlink(missing_ok=True)
-    return payload, path, True
+
+
+def manifest(published: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """The shipped checkpoints: ``{key: entry}`` (entry: ``name``, ``file``, ``sha256``, the
+    ``task``/``dims``/``init`` to rebuild it, and the torch version and CPU it was built with)."""
+    path = Path(published or PUBLISHED) / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def load_published(key: str, published: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The shipped checkpoint ``key`` (None if none is shipped, or its file is missing: then
+    :func:`load_or_build` rebuilds it and checks the build against the manifest), its content hash
+    checked against the manifest: a changed or damaged file is an error, never a silent different
+    start."""
+    entry = manifest(published).get(key)
+    if entry is None:
+        return None
+    path = Path(published or PUBLISHED) / entry["file"]
+    if not path.exists():
+        logging.getLogger(__name__).warning("shipped SFT checkpoint %s is missing: rebuilding it", path)
+        return None
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    got = state_sha256(payload["state_dict"])
+    if got != entry["sha256"]:
+        raise RuntimeError(
+            f"shipped SFT checkpoint {path} has content sha256 {got}, its manifest says "
+            f"{entry['sha256']}: the file was changed or damaged; restore it from git"
+        )
+    return payload
+
+
+class RebuildMismatch(UserWarning):
+    """A checkpoint rebuilt here differs from the shipped one of the same configuration."""
+
+
+def load_or_build(
+    task,
+    dims: Mapping[str, int],
+    icfg: InitConfig,
+    root: str | os.PathLike | None = None,
+    published: str | os.PathLike | None = None,
+) -> tuple[dict[str, Any], Path, bool]:
+    """The SFT checkpoint for this configuration: (payload, path, built_now). The payload holds
+    ``sha256`` (:func:`state_sha256`) and ``source``: ``published`` (shipped with arenabench),
+    ``cache`` or ``built``. A configuration in the manifest whose file is missing is rebuilt, and a
+    rebuild that differs from the manifest's hash says so loudly (:class:`RebuildMismatch`)."""
+    key = sft_key(task, dims, icfg)
+    shipped = load_published(key, published)
+    if shipped is not None:
+        path = Path(published or PUBLISHED) / manifest(published)[key]["file"]
+        return {**shipped, "sha256": state_sha256(shipped["state_dict"]), "source": "published"}, path, False
+    path = cache_dir(root) / f"{key}.pt"
+    if path.exists():
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+        return {**payload, "sha256": state_sha256(payload["state_dict"]), "source": "cache"}, path, False
+    payload = build_sft(task, dims, icfg)
+    payload["key"] = key
+    payload["identity"] = json.loads(json.dumps(sft_identity(task, dims, icfg), default=str))
+    payload["sha256"] = state_sha256(payload["state_dict"])
+    want = manifest(published).get(key, {}).get("sha256")
+    if want is not None and want != payload["sha256"]:
+        warn_mismatch(key, want, payload["sha256"])
+    _save_atomic(payload, path)
+    return {**payload, "source": "built"}, path, True
+
+
+def warn_mismatch(key: str, published: str, rebuilt: str) -> None:
+    import warnings
+
+    msg = (
+        f"SFT checkpoint {key}: the build on this CPU has sha256 {rebuilt[:16]}…, the published one "
+        f"{published[:16]}…; runs from it will NOT reproduce the published tables "
+        "(docs/reproducibility.md)"
+    )
+    logging.getLogger(__name__).error(msg)
+    warnings.warn(msg, RebuildMismatch, stacklevel=3)
+
+
+def load_init(
+    policy: TinyLM, task, cfg: Mapping[str, Any] | InitConfig | None, root: str | os.PathLike | None = None
+) -> dict[str, str]:
+    """Load the start RL begins from into ``policy`` (nothing for ``kind=random``) and return its
+    provenance: ``init_sha256`` (:func:`state_sha256` of the policy's state now — for a random init
+    too) and ``init_source`` (random, published, cache or built)."""
+    icfg = InitConfig.of(cfg)
+    source = "random"
+    if icfg.kind != "random":
+        payload, _, _ = load_or_build(task, model_dims(policy), icfg, root)
+        policy.load_state_dict(payload["state_dict"])
+        source = payload["source"]
+    return {"init_sha256": state_sha256(policy.state_dict()), "init_source": source}
 
 
 def init_policy(
     policy: TinyLM, task, cfg: Mapping[str, Any] | InitConfig | None, root: str | os.PathLike | None = None
 ) -> TinyLM:
     """The policy RL starts from: ``policy`` untouched for ``kind=random`` (or no init config),
-    else loaded with the SFT checkpoint for ``cfg`` (built and cached on first use)."""
-    icfg = InitConfig.of(cfg)
-    if icfg.kind == "random":
-        return policy
-    payload, _, _ = load_or_build(task, model_dims(policy), icfg, root)
-    policy.load_state_dict(payload["state_dict"])
+    else loaded with the SFT checkpoint for ``cfg`` (shipped, cached, or built on first use)."""
+    load_init(policy, task, cfg, root)
     return policy
+
+
+# --- shipping and checking the published checkpoints -------------------------------------------
+
+
+def publish(
+    task_cfg: Mapping[str, Any],
+    dims: Mapping[str, Any],
+    icfg: InitConfig,
+    name: str,
+    published: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """Build the checkpoint of (task, dims, init) on this machine, ship it as
+    ``checkpoints/<key>.pt`` and record it in the manifest (maintainers: after changing the SFT
+    algorithm, bump :data:`SFT_VERSION` and republish). Returns the manifest entry."""
+    from arenabench.trainers.local.task import TASKS
+
+    conf = dict(task_cfg)
+    task = TASKS.get(conf.pop("name"), **conf)
+    key = sft_key(task, dims, icfg)
+    payload = build_sft(task, dims, icfg)
+    payload.pop("wall_s"), payload.pop("cpu_s")  # timings: not what is shipped
+    payload["key"] = key
+    payload["identity"] = json.loads(json.dumps(sft_identity(task, dims, icfg), default=str))
+    root = Path(published or PUBLISHED)
+    _save_atomic(payload, root / f"{key}.pt")
+    entry = {
+        "name": name,
+        "file": f"{key}.pt",
+        "sha256": state_sha256(payload["state_dict"]),
+        "task": dict(task_cfg),
+        "dims": dict(dims),
+        "init": dataclasses.asdict(icfg),
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    entries = {**manifest(published), key: entry}
+    (root / "manifest.json").write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    return entry
+
+
+def verify_published(published: str | os.PathLike | None = None, keys=None) -> list[dict[str, Any]]:
+    """Rebuild shipped checkpoints on this CPU (all, or ``keys``) and compare: one row per
+    checkpoint with ``match`` and the largest absolute parameter difference. Mismatches also warn
+    (:class:`RebuildMismatch`)."""
+    from arenabench.trainers.local.task import TASKS
+
+    rows = []
+    for key, entry in manifest(published).items():
+        if keys is not None and key not in keys:
+            continue
+        conf = dict(entry["task"])
+        task = TASKS.get(conf.pop("name"), **conf)
+        icfg = InitConfig.of(entry["init"])
+        if sft_key(task, entry["dims"], icfg) != key:
+            raise RuntimeError(f"manifest entry {key} ({entry['name']}) no longer has its key: republish")
+        built = build_sft(task, entry["dims"], icfg)
+        got = state_sha256(built["state_dict"])
+        shipped = load_published(key, published)
+        diff = (
+            max(  # nan_to_num: the causal mask's -inf - -inf
+                float((built["state_dict"][k] - v).abs().nan_to_num(0.0).max())
+                for k, v in shipped["state_dict"].items()
+            )
+            if shipped is not None
+            else math.nan  # the shipped file is missing: only the hashes compare
+        )
+        rows.append(
+            {"key": key, "name": entry["name"], "published": entry["sha256"], "rebuilt": got,
+             "match": got == entry["sha256"], "max_abs_diff": diff, "wall_s": built["wall_s"]}
+        )  # fmt: skip
+        if got != entry["sha256"]:
+            warn_mismatch(key, entry["sha256"], got)
+    return rows

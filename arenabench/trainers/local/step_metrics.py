@@ -100,4 +100,8 @@ def sampled_eval(
     prompts = torch.as_tensor(task.prompts[ids])
     gen = torch.Generator().manual_seed(seed)
     resp = sample(policy, prompts, task.response_len, torch.full((len(ids),), temperature), gen).numpy()
-    return {"eval_sampled_quality": float(task.quality(ids, resp).mean())}
+    out = {"eval_sampled_quality": float(task.quality(ids, resp).mean())}
+    if getattr(task, "verifiable", False):
+        out["eval_pass_rate"] = float(task.correct(ids, resp).mean())
+        out["eval_answer_elsewhere"] = float(task.answer_elsewhere(ids, resp).mean())
+    return out

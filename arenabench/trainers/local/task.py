@@ -94,8 +94,17 @@ class RLVRTask(PreferenceTask):
         super().__post_init__()
         self.targets = np.random.default_rng([self.seed, 11]).integers(0, self.vocab, self.n_prompts)
 
+    def correct(self, prompt_ids, responses) -> np.ndarray:
+        """What the exact-match verifier says of each response: its last token is the target."""
+        return responses[:, -1] == self.targets[prompt_ids]
+
+    def answer_elsewhere(self, prompt_ids, responses) -> np.ndarray:
+        """Per response, the share of its other positions (all but the last) holding the target
+        token: the rlvr arm's degeneration (the answer token emitted everywhere) in one number."""
+        return np.mean(responses[:, :-1] == self.targets[prompt_ids][:, None], axis=1)
+
     def quality(self, prompt_ids, responses):
-        right = responses[:, -1] == self.targets[prompt_ids]
+        right = self.correct(prompt_ids, responses)
         return super().quality(prompt_ids, responses) + self.answer_bonus * right
 
     def text(self, prompt_id, response):

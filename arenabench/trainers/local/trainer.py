@@ -26,7 +26,7 @@ from arenabench.engine import build_engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
-from arenabench.trainers.local.sft import init_policy
+from arenabench.trainers.local.sft import load_init
 from arenabench.trainers.local.step_metrics import (
     EXTRA_STEP_METRICS,
     sampled_eval,
@@ -110,7 +110,10 @@ def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task) -> dict[str, fl
     prompts = torch.as_tensor(task.prompts)
     mine = sample(policy, prompts, task.response_len, torch.zeros(len(ids)), torch.Generator()).numpy()
     qa, qb = task.quality(ids, mine), task.quality(ids, ref_responses)
-    return {"eval_win_rate": float(np.mean((qa > qb) + 0.5 * (qa == qb))), "eval_quality": float(qa.mean())}
+    out = {"eval_win_rate": float(np.mean((qa > qb) + 0.5 * (qa == qb))), "eval_quality": float(qa.mean())}
+    if getattr(task, "verifiable", False):
+        out["eval_greedy_pass_rate"] = float(task.correct(ids, mine).mean())
+    return out
 
 
 def train(
@@ -152,8 +155,12 @@ def train(
     loss_fn = get_policy_loss(tc.algo)
     T = tc.temperature
 
-    policy = TinyLM(task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head)
-    policy = init_policy(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
+    policy = TinyLM(
+        task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head, tc.tie_head
+    )
+    start = load_init(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
+    if tracker is not None and hasattr(tracker, "set_tags"):
+        tracker.set_tags(start)  # init_sha256, init_source: which start this run's numbers rest on
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
     constructor.bind_reference(PolicyReference(ref, task, T, seed))
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)

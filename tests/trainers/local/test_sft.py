@@ -1,7 +1,9 @@
-"""Warm start (arenabench/trainers/local/sft.py): the SFT checkpoint is a cached pure function
-of its config, init=random changes nothing, and the calibration's step-0 statistics reproduce."""
+"""Warm start (arenabench/trainers/local/sft.py): the SFT checkpoint is a cached function of its
+config, the published ones are shipped and checked by content hash, a build's bytes are pinned,
+init=random changes nothing, and the calibration's step-0 statistics reproduce."""
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -43,10 +45,112 @@ def sft_cache(tmp_path_factory):
     root = tmp_path_factory.mktemp("arenabench-cache")
     task = _task()
     payload, _, built = load_or_build(
-        task, model_dims(_model(task)), InitConfig.of(_conf("init", "sft")), root
-    )
+        task, model_dims(_model(task)), InitConfig.of(_conf("init", "sft")), root, published=root / "none"
+    )  # a real build, not the shipped checkpoint
     assert built
     return root
+
+
+# The content sha256 of TINY's build on the default task, built in a subprocess with the CPU
+# dispatch pinned to ATen's baseline kernels and MKL's reproducible x86 path (so x86-64 CPUs that
+# differ in AVX2/AVX-512 agree; an ARM CPU has other kernels: docs/reproducibility.md). If this
+# fails, a build's bytes changed: the SFT algorithm, torch, or the kernels — every checkpoint that
+# is not shipped changes with it (republish: `arenabench sft publish`, bump SFT_VERSION).
+TINY_SHA256 = "cf2dc80c1d947c6d8a42f34a46da4963bc971397b73d85404ff1b3701ce4d77c"
+PINNED_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
+
+
+def test_sft_build_bytes_are_pinned():
+    code = (
+        "import dataclasses; from arenabench.trainers.local import sft; "
+        "from arenabench.trainers.local.task import TASKS; "
+        "from arenabench.trainers.local.policy import TinyLM; t = TASKS.get('preference'); "
+        "dims = sft.model_dims(TinyLM(t.vocab, t.prompt_len + t.response_len, 32, 2, 4)); "
+        f"print(sft.state_sha256(sft.build_sft(t, dims, sft.InitConfig(**{dataclasses.asdict(TINY)!r}))"
+        "['state_dict']))"
+    )
+    env = {**os.environ, **PINNED_ENV, "PYTHONPATH": str(CONF.parent)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == TINY_SHA256
+
+
+def test_state_sha256_is_the_content():
+    a = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.zeros(3)}
+    h = sft.state_sha256(a)
+    assert h == sft.state_sha256({"b": torch.zeros(3), "w": a["w"].clone()})  # order, copies: same
+    assert h != sft.state_sha256({**a, "b": torch.tensor([0.0, 0.0, 1e-30])})  # any bit: different
+    assert h != sft.state_sha256({**a, "w": a["w"].reshape(3, 2)})  # shape
+    assert h != sft.state_sha256({**a, "w": a["w"].double()})  # dtype
+
+
+def _experiment_inits():
+    """(experiment, seed) → (task, dims, init) of every published experiment's start."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    out = {}
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for exp in sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")):
+            params = yaml.safe_load((CONF / "experiment" / f"{exp}.yaml").read_text())["hydra"]["sweeper"][
+                "params"
+            ]
+            for seed in str(params["seed"]).split(","):
+                cfg = OmegaConf.to_container(
+                    compose("train", overrides=[f"experiment={exp}", f"seed={seed}"]), resolve=True
+                )
+                tcfg = dict(cfg["task"])
+                task = TASKS.get(tcfg.pop("name"), **tcfg)
+                tc = cfg["trainer"]
+                dims = model_dims(
+                    TinyLM(
+                        task.vocab,
+                        task.prompt_len + task.response_len,
+                        tc["d_model"],
+                        tc["n_layer"],
+                        tc["n_head"],
+                        tie_head=tc["tie_head"],
+                    )
+                )
+                out[exp, int(seed)] = (task, dims, InitConfig.of(cfg["init"]))
+    return out
+
+
+def test_every_published_experiment_starts_from_a_shipped_checkpoint():
+    """So `make demo` / the sweeps on another machine load these bytes instead of building."""
+    shipped = sft.manifest()
+    inits = _experiment_inits()
+    assert {seed for (exp, seed) in inits} == set(range(10))  # published tables pool seeds 0-9
+    for (exp, seed), (task, dims, icfg) in inits.items():
+        key = sft_key(task, dims, icfg)
+        assert key in shipped, (exp, seed)
+    imperfect = {sft_key(*inits["table2_imperfect", s]) for s in range(10)}
+    assert len(imperfect) == 10  # the teacher draw varies with the seed
+    for key, entry in shipped.items():  # each loads, and its bytes are what the manifest says
+        payload = sft.load_published(key)
+        assert sft.state_sha256(payload["state_dict"]) == entry["sha256"] and payload["key"] == key
+
+
+def test_a_changed_shipped_checkpoint_is_an_error_and_a_differing_rebuild_warns(tmp_path):
+    task = _task()
+    dims = model_dims(_model(task))
+    key = sft_key(task, dims, TINY)
+    pub = tmp_path / "pub"
+    entry = sft.publish({"name": "preference"}, dims, TINY, "tiny", published=pub)
+    payload, path, built = load_or_build(task, dims, TINY, tmp_path / "cache", published=pub)
+    assert (payload["source"], built, payload["sha256"]) == ("published", False, entry["sha256"])
+    state = dict(payload["state_dict"])
+    state["tok.weight"] = state["tok.weight"] + 1e-6
+    torch.save({**payload, "state_dict": state}, pub / f"{key}.pt")
+    with pytest.raises(RuntimeError, match="changed or damaged"):
+        load_or_build(task, dims, TINY, tmp_path / "cache", published=pub)
+    (pub / f"{key}.pt").unlink()  # shipped file missing: rebuilt, and it must agree with the manifest
+    m = json.loads((pub / "manifest.json").read_text())
+    m[key]["sha256"] = "0" * 64
+    (pub / "manifest.json").write_text(json.dumps(m))
+    with pytest.warns(sft.RebuildMismatch, match="will NOT reproduce"):
+        payload, _, built = load_or_build(task, dims, TINY, tmp_path / "cache", published=pub)
+    assert built and payload["sha256"] == entry["sha256"]
 
 
 def test_checkpoint_is_rebuilt_identically_and_then_loaded(tmp_path, monkeypatch):

@@ -82,6 +82,14 @@ def test_first_job_of_every_experiment_runs_3_steps_into_mlflow(experiment, tmp_
     reward = dict(o.split("=") for o in first_job(experiment)).get("reward")
     assert run.data.tags["reward"] == (reward or run.data.params["reward.name"])
     assert run.data.tags["git_commit"]
+    # the start: a shipped SFT checkpoint (docs/reproducibility.md), its content hash as a tag
+    from arenabench.trainers.local.sft import manifest
+
+    assert run.data.tags["init_source"] == "published"
+    assert run.data.tags["init_sha256"] in {e["sha256"] for e in manifest().values()}
+    if experiment == "reasoning_arena":  # both objectives: the verifier's pass rate beside quality
+        for m in ("eval_pass_rate", "eval_greedy_pass_rate", "eval_answer_elsewhere"):
+            assert [h.step for h in client.get_metric_history(run.info.run_id, m)] == [0, 2], m
     assert {"config.yaml", "curves.png", "final_metrics.json"} <= {
         a.path for a in client.list_artifacts(run.info.run_id)
     }
