@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 # config keys that do not change what a job computes: not part of its identity
 NOT_IDENTITY = ("progress", "tracking")
 NOT_IDENTITY_JUDGE = ("cache",)
+# the last job this process ran: its final metrics (+ steps) and whether it was skipped; the
+# sweep launcher (arenabench/sweep.py) reads it for the job's one-line summary
+LAST_JOB: dict[str, Any] = {}
 
 
 def job_identity(resolved: Mapping[str, Any], commit: str) -> str:
@@ -105,7 +108,9 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     run = RunConfig.from_mapping(resolved)  # a bad key fails here, before an MLflow run opens
     progress = run.progress
     if not run.tracking.enabled:
-        return train(resolved, progress=progress)
+        final = train(resolved, progress=progress)
+        LAST_JOB.update(final={**final, "steps": run.steps})
+        return final
 
     from arenabench.tracking import IDENTITY_TAG, Tracker, finished_run, flatten
 
@@ -122,6 +127,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
                 identity,
                 experiment,
             )
+            LAST_JOB.update(skipped=True, final={**done.data.metrics, "steps": run.steps})
             return dict(done.data.metrics)
     run_name = f"{tags['setting']} seed={run.seed}"
     with Tracker(
@@ -140,6 +146,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
         final = train(resolved, tracker=rec, progress=progress)
         tracker.log_dict(final, "final_metrics.json")
         tracker.log_figure(curves_figure(rec.history), "curves.png")
+    LAST_JOB.update(final={**final, "steps": run.steps})
     return final
 
 

@@ -62,8 +62,10 @@ class TinyLM(nn.Module):
         for i, b in enumerate(self.blocks):
             a = b.attn
             h = b.ln1(x)
-            q, k, v = F.linear(h, a.in_proj_weight, a.in_proj_bias).unflatten(-1, (3, a.num_heads, -1)).permute(
-                2, 0, 3, 1, 4
+            q, k, v = (
+                F.linear(h, a.in_proj_weight, a.in_proj_bias)
+                .unflatten(-1, (3, a.num_heads, -1))
+                .permute(2, 0, 3, 1, 4)
             )  # 3 × [B, heads, t, head_dim]
             if len(cache) > i:
                 k, v = torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2)
@@ -121,4 +123,3 @@ def sample(
         nxt = torch.where(greedy, logits.argmax(-1), drawn)
         seq = torch.cat([seq, nxt[:, None]], dim=1)
     return seq[:, prompts.shape[1] :]
-

@@ -25,13 +25,19 @@ from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics
 from arenabench.engine import build_engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.trainers.local.config import RunConfig
-from arenabench.trainers.local.policy import TinyLM, response_logits, response_logprobs, sample, token_logprobs
+from arenabench.trainers.local.policy import (
+    TinyLM,
+    response_logits,
+    response_logprobs,
+    sample,
+    token_logprobs,
+)
 from arenabench.trainers.local.sft import init_policy
 from arenabench.trainers.local.step_metrics import (
     EXTRA_STEP_METRICS,
+    logits_entropy,
     sampled_eval,
     step_extras,
-    logits_entropy,
 )
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.losses import get_policy_loss
