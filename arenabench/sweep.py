@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+# the last job this process ran (arenabench.train.run_job fills it): final metrics + steps, skipped
+LAST_JOB: dict[str, Any] = {}
 # what the per-job line shows, when the job reported it
 SUMMARY = (("eval_sampled_quality", "{:.3f}"), ("eval_quality", "{:.3f}"), ("snr", "{:.2f}"))
 
@@ -55,8 +57,6 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
     from hydra.core.utils import run_job, setup_globals
     from omegaconf import OmegaConf, open_dict
 
-    from arenabench import train as train_app
-
     t0, c0 = time.perf_counter(), time.process_time()
     setup_globals()
     Singleton.set_state(singleton_state)
@@ -69,7 +69,7 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
         OmegaConf.select(sweep_config, "hydra.sweep.subdir")
     )
     job_dir.mkdir(parents=True, exist_ok=True)
-    train_app.LAST_JOB.clear()
+    LAST_JOB.clear()
     with (
         open(job_dir / "console.log", "a", encoding="utf-8") as out,
         contextlib.redirect_stdout(out),
@@ -87,7 +87,7 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
         "cpu_s": time.process_time() - c0,
         "pid": os.getpid(),
         "dir": str(job_dir),
-        **train_app.LAST_JOB,
+        **LAST_JOB,
     }
     return ret, info
 
@@ -100,12 +100,13 @@ def _clock(s: float) -> str:
 
 
 def job_line(k: int, n: int, elapsed: float, overrides: Sequence[str], ret, info: dict) -> str:
-    """``[k/n] elapsed, ETA | overrides | summary``: the one line a finished job prints."""
-    from hydra.core.utils import JobStatus, filter_overrides
+    """``[k/n] elapsed, ETA | overrides | summary``: the one line a finished job prints
+    (``overrides``: those that vary between the sweep's jobs)."""
+    from hydra.core.utils import JobStatus
 
     eta = elapsed / k * (n - k)
     head = f"[{k:>{len(str(n))}}/{n}] {_clock(elapsed)} elapsed, ETA {_clock(eta)} | "
-    what = " ".join(o for o in filter_overrides(overrides) if not o.startswith("experiment="))
+    what = " ".join(overrides)
     if ret.status != JobStatus.COMPLETED:
         err = ret._return_value
         msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
@@ -139,7 +140,10 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     mode = launcher.progress
     live = mode == "auto" and sys.stderr.isatty()
     say = print if mode != "off" else (lambda *a, **k: None)
-    say(f"sweep: {n} jobs on {workers} worker processes; job logs and config dumps in {sweep_dir}/<job>/")
+    common = set.intersection(*(set(o) for o in job_overrides)) if n else set()
+    shown = " ".join(o for o in filter_overrides(sorted(common)) if not o.startswith("tracking."))
+    say(f"sweep: {n} jobs ({shown}) on {workers} worker processes")
+    say(f"  job logs and config dumps: {sweep_dir}/<job number>/ (console.log, .hydra/)")
     sys.stdout.flush()
     state = Singleton.get_state()
     t0 = time.perf_counter()
@@ -161,7 +165,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         i = futures[fut]
         ret, info = fut.result()
         results[i] = ret
-        line = job_line(k, n, time.perf_counter() - t0, job_overrides[i], ret, info)
+        varying = [o for o in job_overrides[i] if o not in common]
+        line = job_line(k, n, time.perf_counter() - t0, varying, ret, info)
         if bar is not None:
             bar.write(line)
             bar.update(1)

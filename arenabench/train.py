@@ -30,9 +30,6 @@ log = logging.getLogger(__name__)
 # config keys that do not change what a job computes: not part of its identity
 NOT_IDENTITY = ("progress", "tracking")
 NOT_IDENTITY_JUDGE = ("cache",)
-# the last job this process ran: its final metrics (+ steps) and whether it was skipped; the
-# sweep launcher (arenabench/sweep.py) reads it for the job's one-line summary
-LAST_JOB: dict[str, Any] = {}
 
 
 def job_identity(resolved: Mapping[str, Any], commit: str) -> str:
@@ -101,6 +98,8 @@ def curves_figure(history, metrics=("quality_mean", "snr", "eval_quality", "kl")
 
 
 def run_job(cfg: DictConfig) -> dict[str, float]:
+    # LAST_JOB: what the sweep launcher's one-line summary shows (this module may be __main__)
+    from arenabench.sweep import LAST_JOB
     from arenabench.trainers.local.config import RunConfig
     from arenabench.trainers.local.trainer import train
 
