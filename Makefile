@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments report test test-fast test-verl bench-quick lint fidelity fidelity-integer order bench vllm clean
+.PHONY: demo experiments report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer order bench vllm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,19 @@ $(VENV)/.dev: pyproject.toml constraints/cpu.txt | $(PY)
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(VENV)/.base
 
-demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds; ~10 min measured on 2 nearly idle cores, 29 min on a shared machine) -> results/mlflow.db, results/train/
-	$(PY) -m arenabench.train -m experiment=table2
-	$(PY) -m arenabench.train -m experiment=snr_dynamics
-	$(PY) experiments/table2_report.py --out results/train --experiments table2 snr_dynamics
+# The demo writes only under results/demo/ (its MLflow store, job logs, tables), never the committed
+# results/train/, and ends by checking its tables cell by cell against the committed ones.
+DEMO := results/demo
+DEMO_URI := sqlite:///$(DEMO)/mlflow.db
+DEMO_ARGS ?=  # extra overrides for both sweeps, e.g. a smoke run: make demo DEMO_ARGS="steps=5 seed=0"
+demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds) -> results/demo/ (store, logs, tables) + a reproduction check vs results/train/ (docs/performance.md)
+	mkdir -p $(DEMO)
+	@echo "demo 1/2: table2 (50 jobs)"
+	$(PY) -m arenabench.train -m experiment=table2 tracking.uri=$(DEMO_URI) progress=false hydra.sweep.dir=$(DEMO)/hydra/table2 $(DEMO_ARGS)
+	@echo "demo 2/2: snr_dynamics (15 jobs)"
+	$(PY) -m arenabench.train -m experiment=snr_dynamics tracking.uri=$(DEMO_URI) progress=false hydra.sweep.dir=$(DEMO)/hydra/snr_dynamics $(DEMO_ARGS)
+	$(PY) experiments/table2_report.py --uri $(DEMO_URI) --out $(DEMO)/train --experiments table2 snr_dynamics > $(DEMO)/report.log
+	$(PY) experiments/repro_check.py --new $(DEMO)/train --ref results/train --experiments table2 snr_dynamics
 
 EXPERIMENTS := table2_hard group_size table2_imperfect rrc reasoning_arena
 experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_size, table2_imperfect, rrc, reasoning_arena (~40 min on 2 cores) + their reports
@@ -47,6 +56,9 @@ order: $(VENV)/.base  ## issue 18: order policies × topologies × aggregations,
 
 bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, pipelined vs lockstep, BT/Kemeny vs choix, trainer, fidelity frontier -> results/bench/ (~12 min on 2 cores)
 	$(PY) benchmarks/run_all.py --out results/bench
+
+bench-sweep: $(VENV)/.base  ## issue 28: a table2 sweep on the previous path vs this one (CPU time, start-up, numerics) -> results/bench/sweep.* (~15-30 min on 2 cores)
+	$(PY) benchmarks/sweep_speed.py --out results/bench
 
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)
 	$(PY) benchmarks/run_all.py --quick --out /tmp/arenabench-bench-quick
