@@ -99,6 +99,7 @@ def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
         "hydra.launcher.n_jobs=2",
         f"hydra.sweep.dir={tmp_path}/sweep",
         uri=uri,
+        timeout=600,  # two worker processes start (imports) before the first job: slow under load
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, runs = runs_of(uri, "table2")
