@@ -57,7 +57,7 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
     from hydra.core.utils import run_job, setup_globals
     from omegaconf import OmegaConf, open_dict
 
-    t0, c0 = time.perf_counter(), time.process_time()
+    started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
     setup_globals()
     Singleton.set_state(singleton_state)
     sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
@@ -83,6 +83,7 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
             job_subdir_key="hydra.sweep.subdir",
         )
     info = {
+        "started": started,
         "wall_s": time.perf_counter() - t0,
         "cpu_s": time.process_time() - c0,
         "pid": os.getpid(),
@@ -99,12 +100,15 @@ def _clock(s: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def job_line(k: int, n: int, elapsed: float, overrides: Sequence[str], ret, info: dict) -> str:
+def job_line(
+    k: int, n: int, elapsed: float, overrides: Sequence[str], ret, info: dict, running: float | None = None
+) -> str:
     """``[k/n] elapsed, ETA | overrides | summary``: the one line a finished job prints
-    (``overrides``: those that vary between the sweep's jobs)."""
+    (``overrides``: those that vary between the sweep's jobs). ``running``: seconds since the
+    first job started (the ETA's clock: workers' start-up is not a job's cost); default elapsed."""
     from hydra.core.utils import JobStatus
 
-    eta = elapsed / k * (n - k)
+    eta = (elapsed if running is None else running) / k * (n - k)
     head = f"[{k:>{len(str(n))}}/{n}] {_clock(elapsed)} elapsed, ETA {_clock(eta)} | "
     what = " ".join(overrides)
     if ret.status != JobStatus.COMPLETED:
@@ -161,12 +165,15 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         bar = tqdm(total=n, unit="job", desc="sweep", dynamic_ncols=True)
     results: list[Any] = [None] * n
     rows = []
+    first = math.inf  # when the first job started (wall clock): the ETA ignores worker start-up
     for k, fut in enumerate(as_completed(futures), 1):
         i = futures[fut]
         ret, info = fut.result()
         results[i] = ret
         varying = [o for o in job_overrides[i] if o not in common]
-        line = job_line(k, n, time.perf_counter() - t0, varying, ret, info)
+        first = min(first, info["started"])
+        running = time.time() - first
+        line = job_line(k, n, time.perf_counter() - t0, varying, ret, info, running)
         if bar is not None:
             bar.write(line)
             bar.update(1)
