@@ -210,6 +210,12 @@ def report(out: Path, rows, work: Path, steps, seeds: int, base: str, quick: boo
         f"| {a['full_sweep_wall_s_2_idle_cores'] / 60:.1f} min | |",
         f"| peak RSS of one process, MiB | {b['peak_rss_mib']:.0f} | {a['peak_rss_mib']:.0f} | |",
         "",
+        "Model: `cpu = fixed + jobs × (start-up + steps × per-step)`. after's per-job CPU is measured "
+        "(`jobs.tsv`), so its start-up and fixed cost are; before's per-step is the tree CPU's slope, but "
+        "its start-up is not separable from its fixed cost (joblib writes no per-job times) and rests on "
+        "the assumption in the row's label: read the start-up row as unresolved, not as a slowdown. The "
+        "speed-up is the per-step one.",
+        "",
         f"Numerics: {len(same)} of {len(hb)} runs at {s_max} steps have identical metric histories on "
         "both paths (every logged value but timings)"
         + (f"; differing: {', '.join(f'{r} seed {s}' for r, s in differ)}." if differ else ".")
