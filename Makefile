@@ -82,21 +82,21 @@ $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)
 	touch $@
 
 test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM and TRL tests included; tests/verl in the verl venv)
-	$(PY) -m ruff check arenabench tests experiments benchmarks scripts
+	$(PY) -m ruff check arenabench tests experiments benchmarks scripts hydra_plugins
 	$(PY) -m pytest --ignore=tests/verl --durations=15
 	$(VERL_PY) -m pytest tests/verl --durations=15
 
 # The inner loop: no vLLM/TRL/verl install, skips the tests marked slow (> ~5 s), vllm or trl; a few minutes.
 test-fast: $(VENV)/.dev  ## lint + the fast tests (not slow, not vllm, not trl; no tests/verl) in .venv
-	$(PY) -m ruff check arenabench tests experiments benchmarks scripts
+	$(PY) -m ruff check arenabench tests experiments benchmarks scripts hydra_plugins
 	$(PY) -m pytest -m "not slow and not vllm and not trl" --ignore=tests/verl --durations=10
 
 test-verl: $(VERL_VENV)/.verl  ## only the verl adapter's tests
 	$(VERL_PY) -m pytest tests/verl
 
 lint: $(VENV)/.dev
-	$(PY) -m ruff check arenabench tests experiments benchmarks
-	$(PY) -m ruff format --check arenabench tests experiments benchmarks
+	$(PY) -m ruff check arenabench tests experiments benchmarks hydra_plugins
+	$(PY) -m ruff format --check arenabench tests experiments benchmarks hydra_plugins
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) .pytest_cache .ruff_cache
