@@ -120,6 +120,8 @@ def curves_figure(history, title: str = "", panels=RUN_PANELS):
 
 
 def run_job(cfg: DictConfig) -> dict[str, float]:
+    # LAST_JOB: what the sweep launcher's one-line summary shows (this module may be __main__)
+    from arenabench.sweep import LAST_JOB
     from arenabench.trainers.local.config import RunConfig
     from arenabench.trainers.local.trainer import train
 
@@ -127,7 +129,9 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     run = RunConfig.from_mapping(resolved)  # a bad key fails here, before an MLflow run opens
     progress = run.progress
     if not run.tracking.enabled:
-        return train(resolved, progress=progress)
+        final = train(resolved, progress=progress)
+        LAST_JOB.update(final={**final, "steps": run.steps})
+        return final
 
     from arenabench.tracking import IDENTITY_TAG, Tracker, finished_run, flatten
 
@@ -144,6 +148,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
                 identity,
                 experiment,
             )
+            LAST_JOB.update(skipped=True, final={**done.data.metrics, "steps": run.steps})
             return dict(done.data.metrics)
     run_name = f"{tags['setting']} seed={run.seed}"
     with Tracker(
@@ -162,6 +167,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
         final = train(resolved, tracker=rec, progress=progress)
         tracker.log_dict(final, "final_metrics.json")
         tracker.log_figure(curves_figure(rec.history, title=f"{experiment}: {run_name}"), "curves.png")
+    LAST_JOB.update(final={**final, "steps": run.steps})
     return final
 
 

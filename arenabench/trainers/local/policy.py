@@ -1,4 +1,13 @@
-"""A tiny causal LM (nanoGPT-style, random init, no downloads) and its sampler."""
+"""A tiny causal LM (nanoGPT-style, random init, no downloads) and its samplers.
+
+Two samplers draw from the same distribution: :func:`sample` re-runs the whole sequence for every
+new token (the original path), ``sample(..., kv_cache=True)`` keeps each layer's keys and values and
+feeds only the new token (a KV cache: ~5× less compute for 4 + 8 tokens; the trainer's default,
+``trainer.kv_cache``). Their logits differ by float rounding only (≲ 1e-6: a matmul or softmax
+over fewer rows sums in another order), so a sampled token can differ where two tokens' cumulative
+probabilities straddle the uniform draw; after the first such token a run's trajectory diverges
+(same distribution, other draws). ``tests/trainers/local/test_sampler.py`` measures both facts.
+"""
 
 from __future__ import annotations
 
@@ -57,25 +66,73 @@ class TinyLM(nn.Module):
         head = self.tok.weight if self.head is None else self.head.weight
         return self.ln(x) @ head.T
 
+    def forward_cached(self, idx: torch.Tensor, cache: list) -> torch.Tensor:
+        """Logits of ``idx`` (the tokens after those already in ``cache``), appending their keys
+        and values to ``cache`` (one ``(k, v)`` per layer; start with ``[]``). The same weights
+        and operations as :meth:`forward`, written out so attention can reuse past keys."""
+        start = cache[0][0].shape[2] if cache else 0
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(start, start + t, device=idx.device))
+        for i, b in enumerate(self.blocks):
+            a = b.attn
+            h = b.ln1(x)
+            q, k, v = (
+                F.linear(h, a.in_proj_weight, a.in_proj_bias)
+                .unflatten(-1, (3, a.num_heads, -1))
+                .permute(2, 0, 3, 1, 4)
+            )  # 3 × [B, heads, t, head_dim]
+            if len(cache) > i:
+                k, v = torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2)
+                cache[i] = (k, v)
+            else:
+                cache.append((k, v))
+            end = start + t
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=self.causal[start:end, :end])
+            x = x + a.out_proj(o.transpose(1, 2).reshape(x.shape))
+            x = x + b.mlp(b.ln2(x))
+        return self.ln(x) @ self.tok.weight.T
+
+
+def response_logits(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float):
+    """log π(· | prompt, y_<t) at every response position at the sampling temperature,
+    shape [B, L, vocab] (one forward pass: the trainer reads log-probs and entropy off it)."""
+    seq = torch.cat([prompts, responses], dim=1)
+    logits = model(seq[:, :-1])[:, prompts.shape[1] - 1 :] / temperature
+    return F.log_softmax(logits, dim=-1)
+
 
 def response_logprobs(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float):
     """log π(y_t | prompt, y_<t) of each response token at the sampling temperature (as verl
     scores rollouts), shape [B, L]."""
-    seq = torch.cat([prompts, responses], dim=1)
-    logits = model(seq[:, :-1])[:, prompts.shape[1] - 1 :] / temperature
-    return torch.gather(F.log_softmax(logits, dim=-1), 2, responses.unsqueeze(-1)).squeeze(-1)
+    return token_logprobs(response_logits(model, prompts, responses, temperature), responses)
+
+
+def token_logprobs(logp: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+    """The [B, L] log-probs of ``responses`` out of :func:`response_logits`'s [B, L, vocab]."""
+    return torch.gather(logp, 2, responses.unsqueeze(-1)).squeeze(-1)
 
 
 @torch.no_grad()
 def sample(
-    model: TinyLM, prompts: torch.Tensor, n_tokens: int, temperature: torch.Tensor, gen: torch.Generator
+    model: TinyLM,
+    prompts: torch.Tensor,
+    n_tokens: int,
+    temperature: torch.Tensor,
+    gen: torch.Generator,
+    kv_cache: bool = False,
 ):
-    """Autoregressive sampling; rows with temperature 0 decode greedily (the anchor)."""
+    """Autoregressive sampling; rows with temperature 0 decode greedily (the anchor).
+    ``kv_cache``: feed only the new token each step (:meth:`TinyLM.forward_cached`; module doc)."""
     seq = prompts
     greedy = temperature <= 0
     temp = torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
+    cache: list = []
+    nxt = None
     for _ in range(n_tokens):
-        logits = model(seq)[:, -1] / temp
+        if kv_cache:
+            logits = model.forward_cached(seq if nxt is None else nxt[:, None], cache)[:, -1] / temp
+        else:
+            logits = model(seq)[:, -1] / temp
         drawn = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=gen).squeeze(-1)
         nxt = torch.where(greedy, logits.argmax(-1), drawn)
         seq = torch.cat([seq, nxt[:, None]], dim=1)

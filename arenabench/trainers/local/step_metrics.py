@@ -23,11 +23,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from arenabench.advantages import standardize
 from arenabench.metrics import kendall_tau_b, pearson
-from arenabench.trainers.local.policy import TinyLM, sample
+from arenabench.trainers.local.policy import TinyLM, response_logits, sample
 from arenabench.types import Group
 
 EXTRA_STEP_METRICS = (
@@ -45,9 +44,11 @@ EVAL_SEED = 20_251_203  # fixed: not the run's seed, so every arm and seed is ev
 @torch.no_grad()
 def token_entropy(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float) -> float:
     """Mean entropy of π(· | prompt, y_<t) at ``temperature`` over every response position."""
-    seq = torch.cat([prompts, responses], dim=1)
-    logits = model(seq[:, :-1])[:, prompts.shape[1] - 1 :] / temperature
-    logp = F.log_softmax(logits, dim=-1)
+    return logits_entropy(response_logits(model, prompts, responses, temperature))
+
+
+def logits_entropy(logp: torch.Tensor) -> float:
+    """Mean entropy of the [B, L, vocab] log-probs out of ``policy.response_logits``."""
     return float(-(logp.exp() * logp).sum(-1).mean())
 
 
@@ -91,7 +92,12 @@ def step_extras(
 
 
 def sampled_eval(
-    policy: TinyLM, task, n: int = EVAL_SAMPLES, seed: int = EVAL_SEED, temperature: float = EVAL_TEMPERATURE
+    policy: TinyLM,
+    task,
+    n: int = EVAL_SAMPLES,
+    seed: int = EVAL_SEED,
+    temperature: float = EVAL_TEMPERATURE,
+    kv_cache: bool = False,
 ) -> dict[str, float]:
     """``eval_sampled_quality``: mean true quality of ``n`` samples per prompt at ``temperature``
     on every task prompt, from a fresh generator seeded with ``seed`` (training's generators are
@@ -99,7 +105,8 @@ def sampled_eval(
     ids = np.repeat(np.arange(task.n_prompts), n)
     prompts = torch.as_tensor(task.prompts[ids])
     gen = torch.Generator().manual_seed(seed)
-    resp = sample(policy, prompts, task.response_len, torch.full((len(ids),), temperature), gen).numpy()
+    temp = torch.full((len(ids),), temperature)
+    resp = sample(policy, prompts, task.response_len, temp, gen, kv_cache).numpy()
     out = {"eval_sampled_quality": float(task.quality(ids, resp).mean())}
     if getattr(task, "verifiable", False):
         out["eval_pass_rate"] = float(task.correct(ids, resp).mean())

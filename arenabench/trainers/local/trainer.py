@@ -25,13 +25,19 @@ from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics
 from arenabench.engine import build_engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.trainers.local.config import RunConfig
-from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
+from arenabench.trainers.local.policy import (
+    TinyLM,
+    response_logits,
+    response_logprobs,
+    sample,
+    token_logprobs,
+)
 from arenabench.trainers.local.sft import load_init
 from arenabench.trainers.local.step_metrics import (
     EXTRA_STEP_METRICS,
+    logits_entropy,
     sampled_eval,
     step_extras,
-    token_entropy,
 )
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.losses import get_policy_loss
@@ -87,14 +93,16 @@ class PolicyReference:
     """AGR's fixed reference policy in the local trainer: the frozen initial policy, sampled at
     temperature T (deterministic in prompt and generation)."""
 
-    def __init__(self, model: TinyLM, task, temperature: float, seed: int):
+    def __init__(self, model: TinyLM, task, temperature: float, seed: int, kv_cache: bool = False):
         self.model, self.task, self.temperature, self.seed = model, task, temperature, seed
+        self.kv_cache = kv_cache
 
     def generate(self, group: Group, n: int, generation: int = 0) -> list[Trajectory]:
         pid = int(group.meta["prompt_id"])
         gen = torch.Generator().manual_seed(hash((self.seed, pid, generation)) % 2**31)
         prompts = torch.as_tensor(self.task.prompts[[pid] * n])
-        resp = sample(self.model, prompts, self.task.response_len, torch.full((n,), self.temperature), gen)
+        temp = torch.full((n,), self.temperature)
+        resp = sample(self.model, prompts, self.task.response_len, temp, gen, self.kv_cache)
         g = self.task.group(pid, resp.numpy(), anchor=None)
         return [
             Trajectory(f"ref{generation}-{k}", f"[reference] {t.text}", t.length, dict(t.meta))
@@ -102,13 +110,14 @@ class PolicyReference:
         ]
 
 
-def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task) -> dict[str, float]:
+def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task, kv_cache: bool = False) -> dict[str, float]:
     """The policy's greedy answers on every task prompt vs the reference policy's, by true
     quality: ``eval_win_rate`` (ties ½) — the analogue of the papers' judge win rate, which
     saturates once the policy is clearly better — and ``eval_quality``, their mean quality."""
     ids = np.arange(task.n_prompts)
     prompts = torch.as_tensor(task.prompts)
-    mine = sample(policy, prompts, task.response_len, torch.zeros(len(ids)), torch.Generator()).numpy()
+    greedy = torch.zeros(len(ids))
+    mine = sample(policy, prompts, task.response_len, greedy, torch.Generator(), kv_cache).numpy()
     qa, qb = task.quality(ids, mine), task.quality(ids, ref_responses)
     out = {"eval_win_rate": float(np.mean((qa > qb) + 0.5 * (qa == qb))), "eval_quality": float(qa.mean())}
     if getattr(task, "verifiable", False):
@@ -162,10 +171,11 @@ def train(
     if tracker is not None and hasattr(tracker, "set_tags"):
         tracker.set_tags(start)  # init_sha256, init_source: which start this run's numbers rest on
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
-    constructor.bind_reference(PolicyReference(ref, task, T, seed))
+    kv = tc.kv_cache  # the sampler (policy.py): KV cache or full re-forward per token
+    constructor.bind_reference(PolicyReference(ref, task, T, seed, kv))
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
     ref_greedy = sample(
-        ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen
+        ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen, kv
     )
     ref_greedy = ref_greedy.numpy()
 
@@ -179,7 +189,7 @@ def train(
         prompts = torch.as_tensor(task.prompts[np.repeat(pid, N)])
         temp = torch.full((K * N,), T)
         temp[::N] = 0.0
-        responses = sample(policy, prompts, task.response_len, temp, gen)
+        responses = sample(policy, prompts, task.response_len, temp, gen, kv)
         resp = responses.numpy().reshape(K, N, -1)
         groups = [task.group(int(p), resp[k]) for k, p in enumerate(pid)]
 
@@ -193,14 +203,18 @@ def train(
         if on_step is not None:
             on_step(step, groups, out)
 
-        # 3. policy update
+        # 3. policy update. The first pass's forward (pre-update) also gives old_logp and the
+        # sampling policy's entropy: the same numbers a separate no-grad pass computes
+        # (tests/trainers/local/test_sampler.py), one forward fewer per step.
         mask = torch.ones_like(responses, dtype=torch.float32)
         with torch.no_grad():
-            old_logp = response_logprobs(policy, prompts, responses, T)
             ref_logp = response_logprobs(ref, prompts, responses, T)
-            entropy = token_entropy(policy, prompts, responses, T)  # the sampling policy, pre-update
-        for _ in range(tc.epochs):
-            logp = response_logprobs(policy, prompts, responses, T)
+        for epoch in range(tc.epochs):
+            logits = response_logits(policy, prompts, responses, T)
+            logp = token_logprobs(logits, responses)
+            if epoch == 0:
+                old_logp = logp.detach()
+                entropy = logits_entropy(logits.detach())
             loss, st = loss_fn(
                 logp,
                 old_logp,
@@ -244,15 +258,15 @@ def train(
         }
         every = rc.eval_every
         if every and (step % every == 0 or step == steps - 1):
-            metrics.update(greedy_eval(policy, ref_greedy, task))
-            metrics.update(sampled_eval(policy, task))
+            metrics.update(greedy_eval(policy, ref_greedy, task, kv))
+            metrics.update(sampled_eval(policy, task, kv_cache=kv))
         if tracker is not None:
             tracker.log_metrics(metrics, step=step)
         bar.set_postfix(q=f"{metrics['quality_mean']:.2f}", snr=f"{metrics['snr']:.2f}")
     bar.close()
     final = dict(metrics)
-    final.update(greedy_eval(policy, ref_greedy, task))
-    final.update(sampled_eval(policy, task))
+    final.update(greedy_eval(policy, ref_greedy, task, kv))
+    final.update(sampled_eval(policy, task, kv_cache=kv))
     final["steps_per_s"] = steps / max(time.perf_counter() - t_start, 1e-9)
     if not math.isfinite(final.get("loss", 0.0)):
         raise FloatingPointError(f"loss became non-finite at step {steps - 1}")

@@ -107,12 +107,25 @@ def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
         "hydra.launcher.n_jobs=2",
         f"hydra.sweep.dir={tmp_path}/sweep",
         uri=uri,
+        timeout=600,  # two worker processes start (imports) before the first job: slow under load
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, runs = runs_of(uri, "table2")
     assert sorted(r.data.tags["constructor"] for r in runs) == ["anchor", "pointwise"]
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert len({r.data.tags["sweep"] for r in runs}) == 1
+    # the sweep launcher (arenabench/sweep.py): one line per job with k/n, elapsed, ETA and the
+    # primary metric; config dumps and job logs in files, not on the console
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
+    assert [ln[:5] for ln in lines] == ["[1/2]", "[2/2]"], proc.stdout
+    assert all("elapsed, ETA" in ln and "eval_sampled_quality" in ln for ln in lines), lines
+    assert sorted(ln.split(" | ")[1] for ln in lines) == ["reward=anchor", "reward=pointwise"]
+    assert "prompts_per_step" not in proc.stdout + proc.stderr  # no config dump
+    for job in ("0", "1"):
+        assert "prompts_per_step" in (tmp_path / "sweep" / job / "console.log").read_text()
+        assert (tmp_path / "sweep" / job / ".hydra" / "config.yaml").exists()
+    tsv = (tmp_path / "sweep" / "jobs.tsv").read_text().splitlines()
+    assert len(tsv) == 3 and all(row.split("\t")[2] == "COMPLETED" for row in tsv[1:])
 
 
 @pytest.mark.slow

@@ -1,0 +1,198 @@
+"""The sweep launcher behind ``hydra/launcher=arenabench`` (the experiment files select it).
+
+Why not joblib's launcher: on the CPU testbed a 200-step job trains in seconds, so what a
+sweep pays around each job matters, and 50-100 jobs must tell their user how far along they are.
+
+- **Warm workers.** ``n_jobs`` worker processes (loky, so hydra's task function pickles as with
+  joblib) live for the whole sweep; each imports torch, the trainer, MLflow's store and
+  matplotlib once, when it starts (:func:`warm`), not inside a job.
+- **Quiet console, everything in files.** Each job's stdout/stderr — hydra's job log, the config
+  dump the trainer logs, tqdm, warnings — goes to ``<job dir>/console.log`` beside hydra's own
+  ``.hydra/`` config files and ``<job>.log``. The console gets one line per finished job: job k of
+  n, elapsed, ETA, its overrides and a summary (primary metric, judge calls, time), and on a
+  terminal a live progress bar. ``<sweep dir>/jobs.tsv`` records every job's times.
+- **Hydra's semantics unchanged.** The sweeper still expands the overrides; each job is
+  ``hydra.core.utils.run_job`` exactly as joblib's launcher calls it (the same ``.hydra`` dumps,
+  job numbers and output dirs), so every job is still one MLflow run with the same params,
+  tags and metrics, and a failed job fails the sweep the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# the last job this process ran (arenabench.train.run_job fills it): final metrics + steps, skipped
+LAST_JOB: dict[str, Any] = {}
+# what the per-job line shows, when the job reported it
+SUMMARY = (("eval_sampled_quality", "{:.3f}"), ("eval_quality", "{:.3f}"), ("snr", "{:.2f}"))
+
+
+def warm() -> None:
+    """Worker initializer: pay the imports a job would otherwise pay inside its first job."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.figure  # noqa: F401
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+    import torch
+    import torch.optim  # noqa: F401
+
+    import arenabench.train  # noqa: F401
+    import arenabench.trainers.local.trainer  # noqa: F401
+
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # imports torch._dynamo (~1 s)
+
+
+def execute_job(idx, overrides, hydra_context, config, task_function, singleton_state) -> tuple[Any, dict]:
+    """One job in a worker: the same steps as joblib's launcher, its output sent to files."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import run_job, setup_globals
+    from omegaconf import OmegaConf, open_dict
+
+    started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
+        sweep_config.hydra.job.num = idx
+    HydraConfig.instance().set_config(sweep_config)
+    job_dir = Path(str(OmegaConf.select(sweep_config, "hydra.sweep.dir"))) / str(
+        OmegaConf.select(sweep_config, "hydra.sweep.subdir")
+    )
+    job_dir.mkdir(parents=True, exist_ok=True)
+    LAST_JOB.clear()
+    with (
+        open(job_dir / "console.log", "a", encoding="utf-8") as out,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(out),
+    ):
+        ret = run_job(
+            hydra_context=hydra_context,
+            config=sweep_config,
+            task_function=task_function,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
+    info = {
+        "started": started,
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "pid": os.getpid(),
+        "dir": str(job_dir),
+        **LAST_JOB,
+    }
+    return ret, info
+
+
+def _clock(s: float) -> str:
+    if not math.isfinite(s):
+        return "--:--"
+    s = int(round(s))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def job_line(
+    k: int, n: int, elapsed: float, overrides: Sequence[str], ret, info: dict, running: float | None = None
+) -> str:
+    """``[k/n] elapsed, ETA | overrides | summary``: the one line a finished job prints
+    (``overrides``: those that vary between the sweep's jobs). ``running``: seconds since the
+    first job started (the ETA's clock: workers' start-up is not a job's cost); default elapsed."""
+    from hydra.core.utils import JobStatus
+
+    eta = (elapsed if running is None else running) / k * (n - k)
+    head = f"[{k:>{len(str(n))}}/{n}] {_clock(elapsed)} elapsed, ETA {_clock(eta)} | "
+    what = " ".join(overrides)
+    if ret.status != JobStatus.COMPLETED:
+        err = ret._return_value
+        msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        return f"{head}{what} | FAILED {msg} (log: {info['dir']}/console.log)"
+    final = info.get("final") or {}
+    parts = [f"{name} {fmt.format(final[name])}" for name, fmt in SUMMARY if name in final]
+    if "judge_calls" in final and final.get("steps"):
+        parts.append(f"{final['judge_calls'] / final['steps']:.0f} judge calls/step")
+    if info.get("skipped"):
+        parts.insert(0, "skipped: identical run already FINISHED")
+    parts.append(f"{info['wall_s']:.1f} s")
+    return f"{head}{what} | " + ", ".join(parts)
+
+
+def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+    """Run every job on warm workers; print one line per finished job; return hydra's
+    ``JobReturn``s in submission order."""
+    from concurrent.futures import as_completed
+
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import configure_log, filter_overrides, setup_globals
+    from joblib.externals.loky import get_reusable_executor
+
+    setup_globals()
+    cfg = launcher.config
+    configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
+    sweep_dir = Path(str(cfg.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    n = len(job_overrides)
+    workers = max(1, min(launcher.n_jobs, n))
+    mode = launcher.progress
+    live = mode == "auto" and sys.stderr.isatty()
+    say = print if mode != "off" else (lambda *a, **k: None)
+    common = set.intersection(*(set(o) for o in job_overrides)) if n else set()
+    shown = " ".join(o for o in filter_overrides(sorted(common)) if not o.startswith("tracking."))
+    say(f"sweep: {n} jobs ({shown}) on {workers} worker processes")
+    say(f"  job logs and config dumps: {sweep_dir}/<job number>/ (console.log, .hydra/)")
+    sys.stdout.flush()
+    state = Singleton.get_state()
+    t0 = time.perf_counter()
+    executor = get_reusable_executor(max_workers=workers, initializer=warm, reuse=False)
+    futures = {
+        executor.submit(
+            execute_job, initial_job_idx + i, ov, launcher.hydra_context, cfg, launcher.task_function, state
+        ): i
+        for i, ov in enumerate(job_overrides)
+    }
+    bar = None
+    if live:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, unit="job", desc="sweep", dynamic_ncols=True)
+    results: list[Any] = [None] * n
+    rows = []
+    first = math.inf  # when the first job started (wall clock): the ETA ignores worker start-up
+    for k, fut in enumerate(as_completed(futures), 1):
+        i = futures[fut]
+        ret, info = fut.result()
+        results[i] = ret
+        varying = [o for o in job_overrides[i] if o not in common]
+        first = min(first, info["started"])
+        running = time.time() - first
+        line = job_line(k, n, time.perf_counter() - t0, varying, ret, info, running)
+        if bar is not None:
+            bar.write(line)
+            bar.update(1)
+        else:
+            say(line, flush=True)
+        final = info.get("final") or {}
+        steps, sps = final.get("steps"), final.get("steps_per_s")
+        loop_s = steps / sps if steps and sps else math.nan
+        rows.append(
+            [str(initial_job_idx + i), " ".join(filter_overrides(job_overrides[i])), ret.status.name]
+            + [f"{info['wall_s']:.3f}", f"{info['cpu_s']:.3f}", f"{loop_s:.3f}", str(info["pid"])]
+        )
+    if bar is not None:
+        bar.close()
+    total = time.perf_counter() - t0
+    head = "job\toverrides\tstatus\twall_s\tcpu_s\ttrain_loop_s\tworker_pid"
+    rows.sort(key=lambda r: int(r[0]))
+    (sweep_dir / "jobs.tsv").write_text(head + "\n" + "\n".join("\t".join(r) for r in rows) + "\n")
+    say(
+        f"sweep done: {n} jobs in {_clock(total)} ({total:.0f} s wall); per-job times in {sweep_dir}/jobs.tsv"
+    )
+    return results
