@@ -527,25 +527,27 @@ class _Batch:
 
 def _expand_wave(asks: Asks, group: Group, g: int, pairs: _Batch, points: _Batch) -> list[list]:
     """Add a group's asks' judge requests to the wave's batches, in order: per ask, a match is its
-    shown orders × votes (``(order, index)`` per request), a score is its votes (an index each)."""
+    shown orders × votes (``(order, index)`` per request; samples from ``Match.sample`` on), a
+    score is its votes (an index each)."""
     trajs, pk, prompt = group.arena, group.key, group.prompt
     out = []
     for ask in asks:
         if isinstance(ask, Match):
             ti, tj = trajs[ask.i], trajs[ask.j]
             ki, kj = ti.key, tj.key
+            s0 = ask.sample
             if ask.first is None and ask.votes == 1:  # the common case, unrolled: (i, j) then (j, i)
                 out.append(
                     [
-                        (0, pairs.add((pk, ki, kj, 0), PairRequest(prompt, ti, tj, 0), g)),
-                        (1, pairs.add((pk, kj, ki, 0), PairRequest(prompt, tj, ti, 0), g)),
+                        (0, pairs.add((pk, ki, kj, s0), PairRequest(prompt, ti, tj, s0), g)),
+                        (1, pairs.add((pk, kj, ki, s0), PairRequest(prompt, tj, ti, s0), g)),
                     ]
                 )
                 continue
             refs = []
             for o in _shown(ask):
                 a, b, ka, kb = (ti, tj, ki, kj) if o == 0 else (tj, ti, kj, ki)
-                for v in range(ask.votes):
+                for v in range(s0, s0 + ask.votes):
                     refs.append((o, pairs.add((pk, ka, kb, v), PairRequest(prompt, a, b, v), g)))
             out.append(refs)
         elif isinstance(ask, Score):

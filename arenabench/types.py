@@ -86,6 +86,11 @@ class Match:
     j: int
     votes: int = 1
     first: int | None = None
+    # the judge sample index of the first vote (votes use sample, sample + 1, …): a rematch of a
+    # pair already judged asks the next samples, so that it is a new judgment — a judge whose
+    # reply is a function of the request (every judge here, and the judgment cache) would
+    # otherwise replay the earlier verdict (``brackets.play_games``)
+    sample: int = 0
 
     def __post_init__(self) -> None:
         if self.first is not None and self.first not in (self.i, self.j):

@@ -112,8 +112,15 @@ def test_equal_quality_fixture_judgments_give_index_0_no_edge(preset):
         assert abs(a.mean()) <= 1.5 * a.std(ddof=1) / math.sqrt(k), k
 
 
+# double elimination (random seeding: index 0 plays no special role) is checked on 4,000 groups in
+# test_single_elim_anchor.py: since its rematches are new judgments (issue 31) these 400 groups put
+# it at z = −2.3 on the integer judge, while 4,000 give z = +1.5 (calibrated: +0.4) — chance
+POWERED = {"double_elim"}
+
+
 @pytest.mark.parametrize(
-    "name,preset", [mark(n, p) for n in rewards.names() for p in ("calibrated", "integer")]
+    "name,preset",
+    [mark(n, p) for n in rewards.names() if n not in POWERED for p in ("calibrated", "integer")],
 )
 def test_equal_quality_anchor_gets_no_systematic_advantage(name, preset):
     """Index 0 (the greedy anchor) over 400 equal-quality groups of 8 (fewer for the slowest, see
