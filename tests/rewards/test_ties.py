@@ -223,11 +223,13 @@ def test_a_tied_game_goes_to_other_evidence_else_to_a_coin_that_is_linked():
     np.testing.assert_array_equal(pool_ranks(np.array([0.0, 1, 2, 3]), []), [0, 1, 2, 3])
 
 
-@pytest.mark.parametrize("n", [5, 7, 9, 11, 13])
+@pytest.mark.parametrize("n", [6, 7, 9, 10, 11, 14])
 def test_double_elim_losers_bracket_bye_rotates_under_random_seeding(n):
     """Random seeding, noiseless judge: the losers' bracket is odd in several waves and each bye
     goes to a different player (it used to go to the best random seed left every time). Under
-    anchor seeding the best seed keeps it: its seeding score is evidence."""
+    anchor seeding the best seed keeps it: its seeding score is evidence. (Sizes whose losers'
+    bracket is odd in two or more waves since the winners' bracket plays the whole field each
+    round, issue 31; it was 5, 7, 9, 11, 13 with the padded bracket.)"""
     from arenabench.rewards.double_elim import DoubleElim
 
     groups = [make_group(np.arange(n, 0, -1.0), anchor=0, prompt=f"p{k}") for k in range(10)]
