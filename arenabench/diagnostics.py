@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from arenabench.types import Group, JudgeFailure, MatchResult, PairJudgment, PairRequest, PointRequest
+from arenabench.types import Group, MatchResult, PairRequest, PointRequest, pair_reply, point_reply
 
 
 @dataclass
@@ -160,7 +160,7 @@ def pointwise_snr(
     pick = rng.choice(len(flat), size=min(probe_size, len(flat)), replace=False)
     reqs += [PointRequest(flat[i][0].prompt, flat[i][1], 1001 + r) for i in pick for r in range(repeats)]
     out = judge.score_points(reqs)
-    vals = np.array([math.nan if isinstance(x, JudgeFailure) else float(x) for x in out])
+    vals = np.array([math.nan if v is None else v for v, _ in map(point_reply, out)])
     failures = int(np.isnan(vals).sum())
     n_main = len(flat)
     sizes = np.cumsum([0] + [len(g) for g in groups])
@@ -179,13 +179,6 @@ def pointwise_snr(
     }
 
 
-def _finite_pair(x) -> bool:
-    try:
-        return isinstance(x, PairJudgment) and math.isfinite(x.score_a) and math.isfinite(x.score_b)
-    except TypeError:
-        return False
-
-
 def tie_rate(judge, groups: Sequence[Group], sample: int = 0) -> dict[str, float]:
     """How often ``judge`` ties on every pair of every group, both orders, in one batch.
 
@@ -195,7 +188,8 @@ def tie_rate(judge, groups: Sequence[Group], sample: int = 0) -> dict[str, float
       scores tie (ArenaRL's protocol: ``score_i = s_A(i, j) + s_B(j, i)``), i.e. what the engine's
       :class:`~arenabench.types.MatchResult` reports as a tie (``winner is None``);
     * ``requests`` / ``matches``: how many were answered and counted; ``failures``: requests
-      without a usable answer (a failure or a non-finite score), left out of both rates.
+      without a usable answer (what the engine counts as a failure: ``types.pair_reply``), left out
+      of both rates.
 
     Equality is exact, as the engine compares. NaN rates when nothing was answered."""
     reqs, pairs = [], 0
@@ -208,7 +202,8 @@ def tie_rate(judge, groups: Sequence[Group], sample: int = 0) -> dict[str, float
     out = list(judge.judge_pairs(reqs)) if reqs else []
     if len(out) != len(reqs):
         raise RuntimeError(f"judge answered {len(out)} of {len(reqs)} requests")
-    ok = [_finite_pair(x) for x in out]
+    out = [pair_reply(x)[0] for x in out]  # the engine's check: floats, or None for no verdict
+    ok = [x is not None for x in out]
     single = [x.score_a == x.score_b for x, good in zip(out, ok, strict=True) if good]
     matches = []
     for k in range(pairs):

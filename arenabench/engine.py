@@ -6,6 +6,9 @@ algorithm. The engine collects the requests of *all* groups of a step into one w
 expands each match into both orders × votes (or into the one order the constructor's order
 policy shows: ``arenabench/order.py``), drops duplicate requests, sends one batch
 per judge, retries failures (extra batches, not extra waves), and hands results back.
+Each reply is validated and normalized once, as it arrives (``types.pair_reply`` /
+``types.point_reply``): a score of any real number type (numpy's scalars included) becomes a
+``float``; NaN, ±inf, a bool, a string or None is a failure with its reason, retried like any other.
 Failures that survive the retry budget are counted per group and flagged, never turned
 silently into a tie; each constructor states how it treats a failed match. A request the judge
 gave up on after its outage deadline (reason ``outage: ...``, a served judge that stayed away:
@@ -79,6 +82,8 @@ from arenabench.types import (
     PointRequest,
     Score,
     ScoreResult,
+    pair_reply,
+    point_reply,
 )
 
 if TYPE_CHECKING:
@@ -274,10 +279,10 @@ class StepRun:
         # refs[g][k]: the unique requests behind group g's k-th ask
         refs = {g: _expand_wave(run.asks, run.group, g, pairs, points) for g, run in self.playing.items()}
         pair_out, pair_retried, pair_lost = self._send(
-            self.engine.judge, "judge_pairs", pairs.reqs, _valid_pair, "pairwise"
+            self.engine.judge, "judge_pairs", pairs.reqs, pair_reply, "pairwise"
         )
         point_out, point_retried, point_lost = self._send(
-            self.engine.pointwise_judge, "score_points", points.reqs, _valid_point, "pointwise"
+            self.engine.pointwise_judge, "score_points", points.reqs, point_reply, "pointwise"
         )
         lost = (pair_lost, point_lost) if pair_lost or point_lost else None
         stats.requests += pairs.asked + points.asked
@@ -293,9 +298,11 @@ class StepRun:
 
         return {g: _group_replies(run, refs[g], pair_out, point_out, lost) for g, run in self.playing.items()}
 
-    def _send(self, judge, method: str, reqs: list, check, kind: str) -> tuple[list, dict[int, int], set]:
+    def _send(self, judge, method: str, reqs: list, normalize, kind: str) -> tuple[list, dict[int, int], set]:
         """One batch, then retry batches for failures; returns (outputs or None, retries per
-        index, the indices lost to an outage: failed and not re-asked)."""
+        index, the indices lost to an outage: failed and not re-asked). Each reply is validated
+        and normalized by ``normalize`` (:func:`~arenabench.types.pair_reply` or
+        :func:`~arenabench.types.point_reply`): what a constructor receives is made of floats."""
         max_retries, stats = self.engine.max_retries, self.stats
         out: list = [None] * len(reqs)
         retried: dict[int, int] = {}
@@ -316,7 +323,7 @@ class StepRun:
                 replies = [JudgeFailure(f"{type(exc).__name__}: {exc}")] * len(batch)
             failed = []
             for i, rep in zip(todo, replies, strict=True):
-                why = check(rep)
+                rep, why = normalize(rep)
                 if why is None:
                     out[i] = rep
                 elif why.startswith(OUTAGE):  # the judge waited out its deadline: final
@@ -417,12 +424,12 @@ class PipelinedStepRun(StepRun):
 
     async def _attempts(self, kind: str, req, cost: Accounting):
         stats, max_retries = self.stats, self.engine.max_retries
-        check = _valid_pair if kind == "pair" else _valid_point
+        normalize = pair_reply if kind == "pair" else point_reply
         stats.judge_calls += 1
         cost.judge_calls += 1
         for attempt in range(max_retries + 1):
-            rep = await self._call(kind, req if attempt == 0 else _with_attempt(req, attempt), cost)
-            why = check(rep)
+            sent = req if attempt == 0 else _with_attempt(req, attempt)
+            rep, why = normalize(await self._call(kind, sent, cost))
             if why is None:
                 return rep
             if why.startswith(OUTAGE):  # the judge waited out its deadline: final, lost
@@ -561,25 +568,27 @@ class _Batch:
 
 def _expand_wave(asks: Asks, group: Group, g: int, pairs: _Batch, points: _Batch) -> list[list]:
     """Add a group's asks' judge requests to the wave's batches, in order: per ask, a match is its
-    shown orders × votes (``(order, index)`` per request), a score is its votes (an index each)."""
+    shown orders × votes (``(order, index)`` per request; samples from ``Match.sample`` on), a
+    score is its votes (an index each)."""
     trajs, pk, prompt = group.arena, group.key, group.prompt
     out = []
     for ask in asks:
         if isinstance(ask, Match):
             ti, tj = trajs[ask.i], trajs[ask.j]
             ki, kj = ti.key, tj.key
+            s0 = ask.sample
             if ask.first is None and ask.votes == 1:  # the common case, unrolled: (i, j) then (j, i)
                 out.append(
                     [
-                        (0, pairs.add((pk, ki, kj, 0), PairRequest(prompt, ti, tj, 0), g)),
-                        (1, pairs.add((pk, kj, ki, 0), PairRequest(prompt, tj, ti, 0), g)),
+                        (0, pairs.add((pk, ki, kj, s0), PairRequest(prompt, ti, tj, s0), g)),
+                        (1, pairs.add((pk, kj, ki, s0), PairRequest(prompt, tj, ti, s0), g)),
                     ]
                 )
                 continue
             refs = []
             for o in _shown(ask):
                 a, b, ka, kb = (ti, tj, ki, kj) if o == 0 else (tj, ti, kj, ki)
-                for v in range(ask.votes):
+                for v in range(s0, s0 + ask.votes):
                     refs.append((o, pairs.add((pk, ka, kb, v), PairRequest(prompt, a, b, v), g)))
             out.append(refs)
         elif isinstance(ask, Score):
@@ -588,32 +597,6 @@ def _expand_wave(asks: Asks, group: Group, g: int, pairs: _Batch, points: _Batch
         else:
             raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
     return out
-
-
-def _valid_pair(x) -> str | None:
-    """Reason a pairwise reply is unusable, or None."""
-    if isinstance(x, JudgeFailure):
-        return x.reason or "failure"
-    if not isinstance(x, PairJudgment):
-        return f"bad reply type {type(x).__name__}"
-    try:  # a reply with a non-numeric score (None, a string) is unusable, not a crash
-        if not (math.isfinite(x.score_a) and math.isfinite(x.score_b)):
-            return "non-finite score"
-        if x.prob_a is not None and not (math.isfinite(x.prob_a) and 0.0 <= x.prob_a <= 1.0):
-            return "probability outside [0, 1]"
-    except TypeError:
-        return "non-numeric score"
-    return None
-
-
-def _valid_point(x) -> str | None:
-    if isinstance(x, JudgeFailure):
-        return x.reason or "failure"
-    try:
-        ok = math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return f"bad reply type {type(x).__name__}"
-    return None if ok else "non-finite score"
 
 
 def _shown(ask: Match) -> tuple[int, ...]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
@@ -84,6 +86,11 @@ class Match:
     j: int
     votes: int = 1
     first: int | None = None
+    # the judge sample index of the first vote (votes use sample, sample + 1, …): a rematch of a
+    # pair already judged asks the next samples, so that it is a new judgment — a judge whose
+    # reply is a function of the request (every judge here, and the judgment cache) would
+    # otherwise replay the earlier verdict (``brackets.play_games``)
+    sample: int = 0
 
     def __post_init__(self) -> None:
         if self.first is not None and self.first not in (self.i, self.j):
@@ -183,6 +190,65 @@ class JudgeFailure:
 # The reason prefix of a request a served judge gave up on after its outage deadline
 # (``"outage: <last transport error>"``): the engine does not re-ask it and counts it as lost.
 OUTAGE = "outage"
+
+
+# --- what the engine accepts from a judge ---------------------------------------------------
+
+
+def real_value(x: Any) -> tuple[float | None, str | None]:
+    """``(float(x), None)`` for a finite real number of any type — ``float``, ``int``, numpy's
+    floating and integer scalars, ``Fraction``, ``Decimal`` — else ``(None, reason)``. A bool
+    (Python's or numpy's) is a verdict's type error, not a score of 0 or 1; a string is never
+    parsed (``"7"`` is a malformed reply, not 7); NaN and ±inf carry no verdict."""
+    if type(x) is float:  # the common case first
+        return (x, None) if math.isfinite(x) else (None, "non-finite score")
+    if isinstance(x, bool | np.bool_):
+        return None, "bool score"
+    if not isinstance(x, numbers.Real | Decimal):
+        if x is None or isinstance(x, str):
+            return None, "non-numeric score"
+        return None, f"bad reply type {type(x).__name__}"
+    try:
+        v = float(x)
+    except (OverflowError, ValueError):  # an int or Fraction past the float range
+        return None, "non-finite score"
+    return (v, None) if math.isfinite(v) else (None, "non-finite score")
+
+
+def pair_reply(x: Any) -> tuple[PairJudgment | None, str | None]:
+    """A pairwise judge's reply validated and normalized once, where it enters the engine (and
+    the judgment cache): ``(PairJudgment with float fields, None)`` or ``(None, reason)`` for a
+    reply the engine retries and then counts as a failure (:class:`JudgeFailure`'s own reason, a
+    reply that is no ``PairJudgment``, a score that is no finite real number, a probability
+    outside [0, 1]). Downstream code (tie tests, signs, sums) can then rely on Python floats."""
+    if isinstance(x, JudgeFailure):
+        return None, x.reason or "failure"
+    if not isinstance(x, PairJudgment):
+        return None, f"bad reply type {type(x).__name__}"
+    a, b, p = x.score_a, x.score_b, x.prob_a
+    if type(a) is float and type(b) is float and (p is None or type(p) is float):
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return None, "non-finite score"
+        if p is not None and not 0.0 <= p <= 1.0:  # NaN fails the comparison too
+            return None, "probability outside [0, 1]"
+        return x, None
+    a, why_a = real_value(a)
+    b, why_b = real_value(b)
+    if a is None or b is None:
+        return None, why_a or why_b
+    if p is not None:
+        p, why_p = real_value(p)
+        if p is None or not 0.0 <= p <= 1.0:
+            return None, "probability outside [0, 1]" if why_p in (None, "non-finite score") else why_p
+    return PairJudgment(a, b, p), None
+
+
+def point_reply(x: Any) -> tuple[float | None, str | None]:
+    """A pointwise judge's reply validated and normalized once: ``(float, None)`` or
+    ``(None, reason)`` (as :func:`pair_reply`)."""
+    if isinstance(x, JudgeFailure):
+        return None, x.reason or "failure"
+    return real_value(x)
 
 
 # --- what constructors return ---------------------------------------------------------------

@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from arenabench.judges.accounting import WrapperStats
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, Trajectory
+from arenabench.types import (
+    JudgeFailure,
+    PairJudgment,
+    PairRequest,
+    PointRequest,
+    Trajectory,
+    pair_reply,
+    point_reply,
+)
 
 KEY_VERSION = 1
 _CHUNK = 500  # keys per SELECT ... IN (...) (sqlite's variable limit is >= 999)
@@ -230,17 +238,13 @@ class JudgmentCache:
         }
 
 
-def _encode(j: PairJudgment) -> dict[str, Any] | None:
-    if not isinstance(j, PairJudgment):
-        return None  # a bad reply type: the engine counts it as a failure; never cached
-    vals = (j.score_a, j.score_b) + (() if j.prob_a is None else (j.prob_a,))
-    if not all(isinstance(v, int | float) and math.isfinite(v) for v in vals):
-        return None  # not a usable verdict: never cached, like a failure
-    return {
-        "score_a": float(j.score_a),
-        "score_b": float(j.score_b),
-        "prob_a": None if j.prob_a is None else float(j.prob_a),
-    }
+def _encode(j: Any) -> dict[str, Any] | None:
+    """A usable verdict as stored (the engine's own check, ``types.pair_reply``: numpy scores are
+    stored as floats); None for a failure or a bad reply, which is never cached."""
+    ok, _ = pair_reply(j)
+    if ok is None:
+        return None
+    return {"score_a": ok.score_a, "score_b": ok.score_b, "prob_a": ok.prob_a}
 
 
 def _decode(d: Mapping[str, Any]) -> PairJudgment:
@@ -249,9 +253,8 @@ def _decode(d: Mapping[str, Any]) -> PairJudgment:
 
 
 def _encode_point(x: Any) -> dict[str, Any] | None:
-    if not isinstance(x, int | float) or not math.isfinite(x):
-        return None
-    return {"score": float(x)}
+    v, _ = point_reply(x)
+    return None if v is None else {"score": v}
 
 
 def _decode_point(d: Mapping[str, Any]) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -169,11 +170,17 @@ def match_verdicts(results: list[MatchResult]) -> tuple[np.ndarray, np.ndarray, 
     return i, j, o
 
 
-def mean_scores(n: int, results: list[MatchResult]) -> np.ndarray:
-    """Mean per-match (bidirectional, summed) score of each trajectory; NaN if it has none."""
+def mean_scores(n: int, results: list[MatchResult], prior: np.ndarray | None = None) -> np.ndarray:
+    """Mean per-match (bidirectional, summed) score of each trajectory; NaN if it has none.
+    ``prior``: one more score per trajectory counted as one more match where finite (the
+    brackets' seeding score, ``brackets.tier_scores``), added before the match scores."""
     # Python lists, not numpy item by item (a tenth of the time): the same float64 sums, in order
     tot = [0.0] * n
     cnt = [0] * n
+    if prior is not None:
+        for p, s in enumerate(prior.tolist()):
+            if math.isfinite(s):
+                tot[p], cnt[p] = s, 1
     for m in split_failures(results)[0]:
         tot[m.i] += m.score_i
         tot[m.j] += m.score_j

@@ -3,10 +3,11 @@ rule for a tied or failed bracket game, and the helpers they are built from.
 
 No information, no advantage. A bracket must still advance someone from a game the judge tied
 or failed, but that decision must not pass for evidence. ``decide`` takes it from other
-evidence where the judge gave some — the two players' mean match scores so far (seeding
-included) — and otherwise from a coin flip on the group's seeded ``rng`` (independent of index
-and slot). Every coin-flip game is recorded in ``links``; ``pool_ranks`` then gives the players
-joined by coin-flip games one shared (mean) rank, so a coin flip separates no one: with a judge
+evidence where the judge gave some — the two players' accumulated average scores so far
+(``tier_scores``: the seeding score as one value, then the bracket's match scores) — and
+otherwise from a coin flip on the group's seeded ``rng`` (independent of index and slot).
+Every coin-flip game is recorded in ``links``; ``pool_ranks`` then gives the players joined by
+coin-flip games one shared (mean) rank, so a coin flip separates no one: with a judge
 that ties or fails every call every game is a coin flip, the bracket's games join all players,
 and every advantage is 0. Seeding ties (equal or NaN scores) are broken by a seeded random
 permutation, never by index.
@@ -14,13 +15,15 @@ permutation, never by index.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
 from arenabench.rewards.base import Constructor, mean_scores
 from arenabench.rewards.failures import split_failures
-from arenabench.types import Group, MatchResult
+from arenabench.types import Group, Match, MatchResult
 
 
 def anchor_phase(c: Constructor, group: Group):
@@ -43,6 +46,36 @@ def anchor_phase(c: Constructor, group: Group):
     return score, list(results), failed
 
 
+@dataclass(frozen=True)
+class Seeding:
+    """What the anchor phase leaves the bracket: each trajectory's seeding score (``score``; the
+    anchor's is its mean over the phase, NaN where seeding failed) and how many results at the
+    head of the history that phase played (``matches``), which the scores summarize."""
+
+    score: np.ndarray
+    matches: int
+
+
+def tier_scores(n: int, history: list, seeding: Seeding | None = None) -> np.ndarray:
+    """Each trajectory's accumulated average score so far — ArenaRL's key within an elimination
+    tier ("the accumulated average scores from all matches played so far, including the seeding
+    phase"), and ``decide``'s evidence for a tied game: the mean of its seeding score, counted
+    once, and its bracket match scores (NaN with neither).
+
+    The seeding phase gives every trajectory ONE preliminary score — an explorer its score
+    against the anchor, the anchor the mean of its N−1 scores (the paper's "plus the anchor's
+    averaged score"; the authors' code keeps it as one point, too). Counting the anchor's N−1
+    seeding matches one by one instead made its key mostly a seeding average: pulled toward the
+    group mean, above the other first-round losers, below the other winners of deeper tiers, so
+    in equal-quality groups the greedy anchor's mean advantage moved off 0 (issue 31: +0.044 with
+    a continuous judge, −0.061 with an integer one, at N = 16; with this key and ``rematch``:
+    −0.011 and −0.069, the integer case still open). Without a seeding (random seeds) it is the
+    mean match score."""
+    if seeding is None:
+        return mean_scores(n, history)
+    return mean_scores(n, history[seeding.matches :], prior=seeding.score)
+
+
 def single_elimination(
     c: Constructor,
     seeds: list[int],
@@ -50,10 +83,12 @@ def single_elimination(
     flags: Counter,
     rng: np.random.Generator | None = None,
     links: list[tuple[int, int]] | None = None,
+    seeding: Seeding | None = None,
 ):
     """Play the seeded bracket of ``seeds`` (best first; byes to the top seeds), one wave a
     round, recording matches in ``history``, tie/failure flags in ``flags`` (a Counter) and
-    coin-flip games in ``links`` (see ``decide``; ``rng`` flips the coins).
+    coin-flip games in ``links`` (see ``decide``: ``rng`` flips the coins, ``seeding`` is the
+    anchor phase's, as in ``tier_scores``).
     Return (the round each player lost in, the champion getting rounds + 1; the champion)."""
     depth = np.zeros(len(seeds))
     alive = seeded_slots(seeds)
@@ -61,7 +96,7 @@ def single_elimination(
     while len(alive) > 1:
         rnd += 1
         pairs, games = round_pairs(alive)
-        decided = yield from play_games(c, games, history, flags, rng, links)
+        decided = yield from play_games(c, games, history, flags, rng, links, seeding)
         for _, loser in decided:
             depth[loser] = rnd
         alive = advance(pairs, decided)
@@ -121,18 +156,21 @@ def decide(
     flags: Counter,
     rng: np.random.Generator | None,
     links: list[tuple[int, int]] | None,
+    seeding: Seeding | None = None,
 ) -> tuple[int, int]:
     """(winner, loser) of a bracket game ``x`` vs ``y`` whose result ``m`` is in ``history``.
 
     A verdict decides. A tie or failure (flagged ``tied_match`` / ``failed_match``) goes to the
-    player with the higher mean match score so far (``evidence_tiebreak``); when those are equal
-    or missing, a seeded coin flip decides (``coin_flip``) and the game is added to ``links``
-    so that it separates no one in the final ranking (``pool_ranks``)."""
+    player with the higher accumulated average score so far (``tier_scores``;
+    ``evidence_tiebreak``); when those are equal or missing, a seeded coin flip decides
+    (``coin_flip``) and the game is added to ``links`` so that it separates no one in the final
+    ranking (``pool_ranks``)."""
     w = m.winner
     if w is not None:
         return w, (y if w == x else x)
     flags["failed_match" if m.failed else "tied_match"] += 1
-    ms = mean_scores(1 + max(max(r.i, r.j) for r in history), history)
+    n = len(seeding.score) if seeding is not None else 1 + max(max(r.i, r.j) for r in history)
+    ms = tier_scores(n, history, seeding)
     if np.isfinite(ms[x]) and np.isfinite(ms[y]) and ms[x] != ms[y]:
         flags["evidence_tiebreak"] += 1
         w = x if ms[x] > ms[y] else y
@@ -182,6 +220,19 @@ def advance(pairs: list[tuple], decided: list[tuple[int, int]]) -> list[int]:
     return [x if y is None else y if x is None else next(winners) for x, y in pairs]
 
 
+def rematch(c: Constructor, x: int, y: int, history: list) -> Match:
+    """The match ``x`` vs ``y`` as a new judgment: when the pair was already judged in this group
+    (a bracket game against the anchor after seeding, a losers'-bracket or grand-final rematch),
+    its votes start at the next judge samples. In the paper every game is a call to the judge;
+    asking the same request again would replay the earlier verdict with a judge whose reply is
+    a function of the request, a copy that counted twice as evidence — and made every bracket
+    game of the greedy anchor a copy of its seeding, so its survival was tied to its seeding
+    (issue 31)."""
+    met = sum(1 for r in history if (r.i == x and r.j == y) or (r.i == y and r.j == x))
+    m = c.match(x, y)
+    return m if not met else dataclasses.replace(m, sample=met * m.votes)
+
+
 def play_games(
     c,
     games: list[tuple[int, int]],
@@ -189,9 +240,12 @@ def play_games(
     flags: Counter,
     rng: np.random.Generator | None = None,
     links: list[tuple[int, int]] | None = None,
+    seeding: Seeding | None = None,
 ):
     """Yield one wave of ``games``; record results in ``history``, tie/failure flags in ``flags``
     (a Counter); return (winner, loser) per game, a tie or failure settled by ``decide``."""
-    results = yield [c.match(x, y) for x, y in games]
+    results = yield [rematch(c, x, y, history) for x, y in games]
     history.extend(results)  # the whole wave is evidence for its own tied games
-    return [decide(m, x, y, history, flags, rng, links) for (x, y), m in zip(games, results, strict=True)]
+    return [
+        decide(m, x, y, history, flags, rng, links, seeding) for (x, y), m in zip(games, results, strict=True)
+    ]

@@ -26,7 +26,7 @@ from itertools import combinations
 import numpy as np
 
 from arenabench.rewards.base import Outcome, mean_scores, register, trivial_outcome
-from arenabench.rewards.brackets import anchor_phase, seed_order, single_elimination
+from arenabench.rewards.brackets import Seeding, anchor_phase, seed_order, single_elimination
 from arenabench.rewards.bradley_terry import BradleyTerryBase, evidence, unit_reward
 from arenabench.rewards.failures import failure_flags, split_failures
 
@@ -74,7 +74,8 @@ class BTBracket(_Sparse):
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. The bracket only chooses which pairs are asked: equal or NaN seeding
     scores are ordered by a seeded random permutation, and a tied or failed game advances the
-    player with the higher mean score so far, else a seeded coin flip (as in
+    player with the higher accumulated average score so far (``brackets.tier_scores``), else a
+    seeded coin flip (as in
     ``seeded_single_elim``, never the higher seed by index); the reward comes from the judge's
     evidence alone, so ties and failures move no one (all ties or all failures: zero advantage).
     """
@@ -87,7 +88,8 @@ class BTBracket(_Sparse):
         flags: Counter[str] = Counter()  # the bracket's tied/failed games
         seed_score, history, _ = yield from anchor_phase(self, group)
         seeds = seed_order(seed_score, rng)
-        _, champion = yield from single_elimination(self, seeds, history, flags, rng)
+        seeding = Seeding(seed_score, len(history))
+        _, champion = yield from single_elimination(self, seeds, history, flags, rng, seeding=seeding)
         flags.pop("failed_match", None)  # counted once, by failure_flags, in outcome_of
         return self.outcome_of(len(group), history, flags, {"seeds": seeds, "champion": champion})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -45,7 +46,10 @@ class Swiss(Constructor):
     rematch-free pairing exists, flagged). Bye rule (odd N): the lowest-standing player
     without a bye sits out and scores 1 point for the pairing of later rounds.
     Rank: score rate (points per decided match: win 1, tie ½), then Buchholz (the mean score
-    rate of the opponents it had a decided match with), then mean match score.
+    rate of the opponents it had a decided match with), then mean match score. Points are
+    counted in half-units and the rate and Buchholz are exact rationals (``Fraction``), so
+    equal standings compare equal and the next key decides (float means of rates differed in
+    the last place: issue 31).
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. A bye and a failed match (flagged) carry no judge evidence, so neither
@@ -75,9 +79,10 @@ class Swiss(Constructor):
         n = len(group)
         n_rounds = self.rounds or math.ceil(math.log2(n))
         init = {int(p): k for k, p in enumerate(rng.permutation(n))}
-        points = np.zeros(n)
-        earned = np.zeros(n)  # points from decided matches (no byes)
-        games = np.zeros(n)  # decided matches
+        # points in half-units (win 2, tie 1 each, bye 2): integers, so standings compare exactly
+        points = [0] * n
+        earned = [0] * n  # half-points from decided matches (no byes)
+        games = [0] * n  # decided matches
         decided_opps: list[list[int]] = [[] for _ in range(n)]
         played: set[frozenset] = set()
         had_bye: set[int] = set()
@@ -89,7 +94,7 @@ class Swiss(Constructor):
                 bye = next((p for p in reversed(standing) if p not in had_bye), standing[-1])
                 had_bye.add(bye)
                 standing.remove(bye)
-                points[bye] += 1
+                points[bye] += 2
             pairs = pair_players(standing, played)
             if pairs is None:
                 flags["rematch"] += 1
@@ -101,29 +106,50 @@ class Swiss(Constructor):
             ok, failed = split_failures(results)
             if failed:  # a failed match scores nothing for either side
                 flags["failed_match"] += failed
-            for m in ok:  # item by item, not x[[i, j]] (a fancy index costs ten item updates)
-                for p in (m.i, m.j):
-                    games[p] += 1
+            for m in ok:
+                games[m.i] += 1
+                games[m.j] += 1
                 decided_opps[m.i].append(m.j)
                 decided_opps[m.j].append(m.i)
                 if (w := m.winner) is None:
                     for p in (m.i, m.j):
-                        points[p] += 0.5
-                        earned[p] += 0.5
+                        points[p] += 1
+                        earned[p] += 1
                 else:
-                    points[w] += 1
-                    earned[w] += 1
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(games > 0, earned / np.maximum(games, 1), np.nan)
-        buchholz = np.array([rate[o].mean() if o else np.nan for o in decided_opps])
+                    points[w] += 2
+                    earned[w] += 2
+        # exact rationals: a rate is earned/games, Buchholz a mean of rates; floats would split
+        # mathematically equal Buchholz values in the last place and never reach the third key
+        rate = [Fraction(earned[p], 2 * games[p]) if games[p] else None for p in range(n)]
+        buchholz = [sum(rate[o] for o in opps) / len(opps) if opps else None for opps in decided_opps]
+        mean_score = mean_scores(n, history)
         if self.aggregation == "win_rate":
-            rank = ranks_from_keys(rate, buchholz, mean_scores(n, history))
+            rank = ranks_from_keys(exact_order(rate), exact_order(buchholz), mean_score)
         else:
-            rank = ranks_from_keys(
-                aggregate(self.aggregation, n, *match_verdicts(history)), mean_scores(n, history)
-            )
+            rank = ranks_from_keys(aggregate(self.aggregation, n, *match_verdicts(history)), mean_score)
         return Outcome(
             rank=rank,
             flags=[f"{k}:{v}" for k, v in flags.items()],
-            extra={"points": points, "rate": rate, "buchholz": buchholz, "rounds": n_rounds},
+            extra={
+                "points": np.array(points) / 2,
+                "rate": _floats(rate),
+                "buchholz": _floats(buchholz),
+                "rate_exact": rate,
+                "buchholz_exact": buchholz,
+                "opponents": decided_opps,
+                "mean_score": mean_score,
+                "rounds": n_rounds,
+            },
         )
+
+
+def exact_order(values: list[Fraction | None]) -> np.ndarray:
+    """A sort key for :func:`ranks_from_keys` that keeps exact comparisons: each rational's
+    position among the distinct values (equal values share it), NaN for None (unranked)."""
+    pos = {v: k for k, v in enumerate(sorted({v for v in values if v is not None}))}
+    return np.array([np.nan if v is None else float(pos[v]) for v in values])
+
+
+def _floats(values: list[Fraction | None]) -> np.ndarray:
+    """The values as floats for reports (NaN for None); each rational correctly rounded."""
+    return np.array([np.nan if v is None else float(v) for v in values])

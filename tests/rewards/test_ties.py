@@ -112,8 +112,15 @@ def test_equal_quality_fixture_judgments_give_index_0_no_edge(preset):
         assert abs(a.mean()) <= 1.5 * a.std(ddof=1) / math.sqrt(k), k
 
 
+# double elimination (random seeding: index 0 plays no special role) is checked on 4,000 groups in
+# test_single_elim_anchor.py: since its rematches are new judgments (issue 31) these 400 groups put
+# it at z = −2.3 on the integer judge, while 4,000 give z = +1.5 (calibrated: +0.4) — chance
+POWERED = {"double_elim"}
+
+
 @pytest.mark.parametrize(
-    "name,preset", [mark(n, p) for n in rewards.names() for p in ("calibrated", "integer")]
+    "name,preset",
+    [mark(n, p) for n in rewards.names() if n not in POWERED for p in ("calibrated", "integer")],
 )
 def test_equal_quality_anchor_gets_no_systematic_advantage(name, preset):
     """Index 0 (the greedy anchor) over 400 equal-quality groups of 8 (fewer for the slowest, see
@@ -216,11 +223,13 @@ def test_a_tied_game_goes_to_other_evidence_else_to_a_coin_that_is_linked():
     np.testing.assert_array_equal(pool_ranks(np.array([0.0, 1, 2, 3]), []), [0, 1, 2, 3])
 
 
-@pytest.mark.parametrize("n", [5, 7, 9, 11, 13])
+@pytest.mark.parametrize("n", [6, 7, 9, 10, 11, 14])
 def test_double_elim_losers_bracket_bye_rotates_under_random_seeding(n):
     """Random seeding, noiseless judge: the losers' bracket is odd in several waves and each bye
     goes to a different player (it used to go to the best random seed left every time). Under
-    anchor seeding the best seed keeps it: its seeding score is evidence."""
+    anchor seeding the best seed keeps it: its seeding score is evidence. (Sizes whose losers'
+    bracket is odd in two or more waves since the winners' bracket plays the whole field each
+    round, issue 31; it was 5, 7, 9, 11, 13 with the padded bracket.)"""
     from arenabench.rewards.double_elim import DoubleElim
 
     groups = [make_group(np.arange(n, 0, -1.0), anchor=0, prompt=f"p{k}") for k in range(10)]

@@ -158,3 +158,55 @@ def test_ranks_from_keys_lexicographic_ties_and_unranked():
     assert np.isnan(r[3])
     # rewards spread over the 4 ranked entries: 1 - rank/3
     np.testing.assert_allclose(rank_rewards(r)[[0, 1, 2, 4]], [2 / 3, 1 / 6, 1.0, 1 / 6])
+
+
+def _halving_byes(n: int) -> int:
+    """Odd fields of size > 1 when a field of n is halved (⌈n/2⌉) down to one player."""
+    byes = 0
+    while n > 1:
+        byes += n % 2
+        n = (n + 1) // 2
+    return byes
+
+
+@pytest.mark.parametrize("n", [5, 6, 7, 9, 10, 11, 12, 13])
+def test_double_elim_random_seeding_plays_the_whole_field_each_round(n):
+    """Issue 31: under random seeding the winners' bracket is not padded to a power of two (which
+    gave 2^⌈log2 N⌉ − N random players a first-round bye): each round pairs the whole field, an
+    odd field gives one bye, rotated (no player gets two)."""
+    from arenabench.rewards.double_elim import DoubleElim
+
+    groups = [make_group(np.arange(n, 0, -1.0), anchor=0, prompt=f"w{k}") for k in range(10)]
+    for r in Engine(judges.get("noiseless"), seed=0).run(DoubleElim(), groups).results:
+        byes = r.extra["wb_byes"]
+        assert sum(byes.values()) == _halving_byes(n) and max(byes.values(), default=0) <= 1, byes
+        assert r.comparisons in (2 * n - 2, 2 * n - 1)
+
+
+class _Recorder:
+    """The calibrated judge, recording every request it is sent."""
+
+    def __init__(self):
+        self.inner, self.seen = judges.get("calibrated"), []
+
+    def judge_pairs(self, requests):
+        self.seen += [(r.prompt, r.a.key, r.b.key, r.sample) for r in requests]
+        return self.inner.judge_pairs(requests)
+
+
+@pytest.mark.parametrize(
+    "spec", ["seeded_single_elim", "double_elim", "double_elim:seeding=anchor", "bt_bracket"]
+)
+def test_a_bracket_rematch_is_a_new_judgment(spec):
+    """Issue 31: a bracket game between players already compared (the anchor after seeding, a
+    losers'-bracket or grand-final rematch) asks the next judge samples; a judge whose reply is a
+    function of the request used to replay the old verdict. No request is ever asked twice, and
+    every bracket game of the anchor after seeding uses sample 1."""
+    judge = _Recorder()
+    groups = random_groups(8, k=20, seed=3, anchor="first")
+    Engine(judge, seed=0).run(rewards.from_spec(spec), groups)
+    assert len(judge.seen) == len(set(judge.seen))
+    if spec != "double_elim":
+        anchors = {(g.prompt, g.trajectories[0].key) for g in groups}
+        rematches = [s for p, a, b, s in judge.seen if (p, a) in anchors or (p, b) in anchors]
+        assert rematches.count(1) >= 2 * 20  # at least one bracket game of each anchor, both orders
