@@ -23,7 +23,7 @@ from arenabench import judges, rewards
 from arenabench.advantages import mask_unreliable
 from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics, pointwise_snr
 from arenabench.engine import build_engine
-from arenabench.judges.stack import JudgeStack
+from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import TinyLM, response_logprobs, sample
 from arenabench.trainers.local.sft import init_policy
@@ -58,7 +58,9 @@ STEP_METRICS = (
     "cache_hits",
     "cache_misses",
     "judge_prompt_tokens",
+    "judge_cached_prompt_tokens",
     "judge_completion_tokens",
+    *(f"{m}_total" for m in TOKEN_METRICS),  # the run's token bill so far (docs/tokens.md)
     "judge_latency_p50",
     "judge_latency_p90",
     "wall_time",
@@ -70,7 +72,8 @@ STEP_METRICS = (
     *HEALTH_COUNTS,
 )
 # judge_calls / judge_failures / judge_retries are cumulative (engine requests, retries
-# included); cache_*, judge_*_tokens and judge_latency_* are this step's. With fault injection
+# included); cache_*, judge_*_tokens and judge_latency_* are this step's, judge_*_tokens_total
+# the run's. With fault injection
 # on, ``judge_faults`` (cumulative injected faults) is logged too.
 
 
