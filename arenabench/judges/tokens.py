@@ -109,8 +109,7 @@ class PromptTokens:
 
     def prefill_batch(self, requests) -> list[tuple[int, int] | None]:
         """(prompt tokens, of which the ideal prefix cache serves) per request, in order; None
-        for a request the LLM judges fail before sending (a rubric's missing reference). The
-        batch's new trajectory texts are encoded together (one ``encode_batch``)."""
+        for a request the LLM judges fail before sending (a rubric's missing reference)."""
         from arenabench.judges.prompts import render_trajectory
 
         rendered: dict[int, str] = {}  # id(trajectory) -> its judge-visible text (alive in the batch)
@@ -118,10 +117,10 @@ class PromptTokens:
             for t in (req.a, req.b):
                 if id(t) not in rendered:
                     rendered[id(t)] = render_trajectory(t, self.mask_tool_outputs)
-        new = list({x for x in rendered.values() if _hard(x) and x not in self._counts})
-        if new:
-            encoded = self.tok.encode_batch(new, add_special_tokens=False)
-            self._counts.update((x, len(e.ids)) for x, e in zip(new, encoded, strict=True))
+        for x in rendered.values():
+            if _hard(x):
+                self.count(x)  # one encode per new text (not encode_batch: its thread pool
+                # competes with torch's threads in a trainer)
         return [self._prefill(req, rendered[id(req.a)], rendered[id(req.b)]) for req in requests]
 
     def _prefill(self, req: PairRequest, ta: str, tb: str) -> tuple[int, int] | None:
