@@ -16,8 +16,9 @@ model's chat template :func:`~arenabench.tiny_model.render_chat`) under a named 
 token. A judge that reasons first decodes more; multiply accordingly.
 
 **Prefix cache** (``cached``): the prefill an ideal prefix cache would serve: unbounded,
-token-granular and kept for the counter's lifetime. A request whose query (system + query
-block) was seen before gets those tokens cached; one whose query *and* trajectory A were seen
+token-granular and kept for the counter's lifetime. Every request after the first gets the
+system message (the prompt up to the query's text) cached; one whose query was seen before gets
+the whole system + query part; one whose query *and* trajectory A were seen
 before also gets trajectory A's and the text up to trajectory B. Real engines cache whole
 blocks (vLLM: 16 tokens) and evict, so this is an upper bound on what they serve.
 
@@ -70,6 +71,7 @@ class PromptTokens:
         self._counts: dict[str, int] = {}
         self._frames: dict[tuple, tuple[str, int, int, int] | None] = {}
         self._seen: set = set()
+        self._root: int | None = None  # tokens before the query text: the same for every request
         self._verdicts: dict[tuple[int, int], int] = {}
         self.eos = 1
 
@@ -136,8 +138,8 @@ class PromptTokens:
                 return None
             head = "\x00no-frame"
             n_head, n_a, total = 0, 0, self.count(text)
-        cached = 0
         seen = self._seen
+        cached = self._root_tokens(req) if seen else 0  # the system prompt, shared by all queries
         if (req.prompt, head) in seen:
             cached = n_head
             if (req.prompt, head, ta) in seen:
@@ -148,6 +150,18 @@ class PromptTokens:
             seen.add((req.prompt, head))
             seen.add((req.prompt, head, ta))
         return total, cached
+
+    def _root_tokens(self, req: PairRequest) -> int:
+        """Tokens of the prompt before the query's text (system message, query delimiter), or 0
+        when the query's first character could merge with what precedes it."""
+        query = req.prompt
+        if not query or query[0].isspace() or query.startswith(("<<<", ">>>")):
+            return 0
+        if self._root is None:
+            a = Trajectory("a", "x", meta={"reference": "r"} if self.rubric.uses_reference else {})
+            probe = self.render(PairRequest(_SENT_A, a, Trajectory("b", "y")))
+            self._root = self.count(probe.split(_SENT_A)[0])
+        return self._root
 
     def decode(self, score_a: float, score_b: float) -> int:
         """Tokens of the assumed verdict-only reply (module doc), end-of-sequence included."""

@@ -60,6 +60,10 @@ def test_ideal_cache_serves_exactly_the_shared_prefix(counter):
     # a new trajectory A under the same query: only the system + query part is cached
     ((n3, c3),) = pt.prefill_batch([q("prompt 9", "new A", "B one")])
     assert c3 == counter.count(p1[: p1.index("same A text")])
+    # a new query: the system message (everything before the query's text) is cached
+    ((n4, c4),) = pt.prefill_batch([q("other query", "same A text", "B one")])
+    p4 = pt.render(q("other query", "same A text", "B one"))
+    assert c4 == counter.count(os.path.commonprefix([p1, p4])) > 100 and n4 == counter.count(p4)
 
 
 def test_reference_rubric_counts_the_reference_and_skips_a_missing_one():
