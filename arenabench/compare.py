@@ -424,6 +424,17 @@ def frontier_plot(
 # --------------------------------------------------------------------------- statistics over seeds
 
 STATS_FORMATS = ("table", "markdown", "csv", "json")
+# what an arm paid, beside every number: cumulative judge calls and the run's judge tokens
+# (prefill, of it served from a prefix cache, decode; arenabench.judges.stack), final values
+COST_METRICS = (
+    "judge_calls",
+    "judge_prompt_tokens_total",
+    "judge_cached_prompt_tokens_total",
+    "judge_completion_tokens_total",
+)
+COST_LABELS = dict(
+    zip(COST_METRICS, ("judge_calls", "prefill_tokens", "cached_tokens", "decode_tokens"), strict=True)
+)
 
 
 def _resolve_baseline(arms: list, baseline: str, by: str):
@@ -535,7 +546,8 @@ def arm_stats(
     """Per arm (``by`` group): over its runs (one per seed) the mean and ``level`` t interval of
     ``metric``'s final logged value (``final``, ``final_lo``, ``final_hi``) and of the area under its
     logged curve (``auc``: trapezoid over the logged steps / step span, see
-    :func:`arenabench.stats.curve_auc`), the mean final cumulative ``judge_calls``, and ``n``.
+    :func:`arenabench.stats.curve_auc`), the mean final cumulative ``judge_calls`` and judge
+    tokens (:data:`COST_METRICS`, where logged; docs/tokens.md), and ``n``.
 
     ``reach=f``: ``reach_step`` (+ interval, and ``reached`` = runs that got there) is the first
     logged step where a run's curve reaches ``start + f·(ref − start)``, start = the run's first
@@ -554,7 +566,8 @@ def arm_stats(
     if reach is not None and not 0 < reach <= 1:
         raise ValueError(f"reach must be a fraction in (0, 1]; got {reach}")
     runs, curves, df = _run_curves(uri, experiment, sweep, include_failed, where, metric, by)
-    calls_col = {k: c for c, k in df.attrs["metric_keys"].items()}.get("judge_calls")
+    by_key = {k: c for c, k in df.attrs["metric_keys"].items()}
+    cost_cols = {m: by_key[m] for m in COST_METRICS if m in by_key}
     arms = sorted(runs[by].dropna().unique(), key=str)
     base = _resolve_baseline(arms, baseline, by) if baseline is not None else None
     seeds = {a: _seed_map(runs[runs[by] == a], a) for a in arms} if base is not None else {}
@@ -583,8 +596,7 @@ def arm_stats(
     for a in arms:
         r = runs[runs[by] == a]
         row = {"arm": a, "n": len(r)}
-        if calls_col is not None:
-            row["judge_calls"] = float(r[calls_col].mean())
+        row.update({m: float(r[c].mean()) for m, c in cost_cols.items()})
         for q in quantities:
             ci = stats.t_interval(r[col[q]], level)
             row.update({q: ci["mean"], f"{q}_lo": ci["lo"], f"{q}_hi": ci["hi"]})
@@ -634,8 +646,9 @@ def format_stats(table: pd.DataFrame, fmt: str = "table") -> str:
     a = table.attrs
     pct = f"{100 * a.get('level', 0.95):g}%"
     show = pd.DataFrame({"arm": table["arm"], "n": table["n"]})
-    if "judge_calls" in table:
-        show["judge_calls"] = [f"{v:.0f}" for v in table["judge_calls"]]
+    for m in COST_METRICS:
+        if m in table:
+            show[COST_LABELS[m]] = [f"{v:.0f}" for v in table[m]]
     quantities = [q for q in ("final", "auc", "reach_step") if q in table]
     label = {"final": "final", "auc": "AUC", "reach_step": f"step@{a.get('reach')}"}
     for q in quantities:

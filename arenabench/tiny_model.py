@@ -8,8 +8,9 @@ verl tests and GPU smoke test build theirs here too, on their own corpus
 (:mod:`arenabench.trainers.verl.tiny_model`).
 
 Head size is 64 (2 heads x 64 = hidden 128): the CPU attention backend of vLLM rejects smaller
-head sizes. ``tokenizers`` and ``transformers`` are imported inside :func:`build_tiny_model`
-only (they come with the ``vllm``/``verl`` extras, not the core install).
+head sizes. ``tokenizers`` (a core dependency: the simulated judge counts tokens with
+:func:`build_tiny_tokenizer`) and ``transformers`` (the ``vllm``/``verl`` extras) are imported
+inside the builders only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
 
 
+def render_chat(messages: Sequence[dict[str, str]]) -> str:
+    """:data:`CHAT_TEMPLATE` applied with ``add_generation_prompt=True``, without jinja (the core
+    install counts the simulated judge's tokens with it; a vLLM test checks it against the
+    tokenizer's own ``apply_chat_template``)."""
+    return "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
+
+
 def _corpus() -> list[str]:
     """Strings the BPE is trained on: judge prompts for every rubric plus verdict JSON."""
     from arenabench.judges.prompts import load_rubric, pair_prompt, rubrics
@@ -40,6 +48,32 @@ def _corpus() -> list[str]:
         for m in pair_prompt(rubric, "Plan a three-day trip to Kyoto.", a, b, reference=ref):
             out.append(m["content"])
     return out * 4
+
+
+def build_tiny_tokenizer(
+    *,
+    vocab_size: int = 1024,
+    corpus: Sequence[str] | None = None,
+    special_tokens: Sequence[str] = SPECIAL_TOKENS,
+):
+    """The byte-level BPE (a ``tokenizers.Tokenizer``) of :func:`build_tiny_model`, trained on
+    ``corpus`` (default: the judge prompts). Deterministic for given arguments: the simulated
+    judge's token counts (:mod:`arenabench.judges.tokens`) use the default one, so they equal
+    the tiny model's own counts under vLLM."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    special_tokens = list(special_tokens)
+    tok = Tokenizer(models.BPE(unk_token="<unk>" if "<unk>" in special_tokens else None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus() if corpus is None else list(corpus), trainer=trainer)
+    return tok
 
 
 def build_tiny_model(
@@ -68,7 +102,6 @@ def build_tiny_model(
     ):
         return path
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     special_tokens = list(special_tokens)
@@ -77,16 +110,7 @@ def build_tiny_model(
     extra = [t for t in special_tokens if t not in named]
 
     path.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer(models.BPE(unk_token=roles.get("unk_token")))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special_tokens,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_corpus() if corpus is None else list(corpus), trainer=trainer)
+    tok = build_tiny_tokenizer(vocab_size=vocab_size, corpus=corpus, special_tokens=special_tokens)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, **roles, **({"additional_special_tokens": extra} if extra else {})
     )
@@ -119,4 +143,4 @@ def build_tiny_model(
     return path
 
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model"]
+__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "build_tiny_tokenizer", "render_chat"]

@@ -25,6 +25,13 @@ except ImportError:  # run as a script
 BASELINE = "round_robin"
 METRICS = ("kendall_tau", "spearman", "top1", "adv_corr")
 COSTS = ("comparisons_per_group", "judge_calls_per_group", "waves")
+# the judge's bill per group (docs/tokens.md): the simulated judge's exact prompt tokens under the
+# tiny BPE, the share an ideal prefix cache serves, and the assumed verdict-only decode
+TOKENS = {
+    "prompt_tokens": "prefill_per_group",
+    "cached_prompt_tokens": "cacheable_per_group",
+    "completion_tokens": "decode_per_group",
+}
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,9 @@ def evaluate(spec: str, groups, cfg: Config) -> dict[str, np.ndarray]:
     a fresh judge each time)."""
     judge = judges.get(cfg.judge, seed=cfg.seed)
     df, _ = fidelity.evaluate(rewards.from_spec(spec), groups, judge, seed=cfg.seed, chunk=cfg.chunk)
-    return {k: df[k].to_numpy(dtype=float) for k in (*METRICS, *COSTS)}
+    out = {k: df[k].to_numpy(dtype=float) for k in (*METRICS, *COSTS)}
+    out.update({name: np.array([judge.stats[k] / len(groups)]) for k, name in TOKENS.items()})
+    return out
 
 
 def _se(x: np.ndarray) -> float:
@@ -89,7 +98,10 @@ def run(out: Path, quick: bool = False, only: str | None = None, m: dict | None 
                 "d_tau_se": _se(d),
                 "top1": float(per["top1"].mean()),
                 "adv_corr": float(per["adv_corr"].mean()),
+                **{c: float(per[c][0]) for c in TOKENS.values()},
             }
+            sent = row["prefill_per_group"] + row["decode_per_group"]
+            row["tau_per_1k_tokens"] = 1000 * row["kendall_tau"] / sent if sent else float("nan")
             row["le_2n"] = row["comparisons_per_group"] <= 2 * n
             row["beats_rr"] = bool(row["le_2n"] and row["d_tau_vs_rr"] > 2 * row["d_tau_se"])
             rows.append(row)
@@ -162,6 +174,10 @@ def _write_md(out: Path, rows, s: dict, cfg: Config, m, quick: bool) -> None:
         "comparisons_per_group": "comparisons",
         "judge_calls_per_group": "judge calls",
         "waves": "waves",
+        "prefill_per_group": "prefill tok",
+        "cacheable_per_group": "cacheable tok",
+        "decode_per_group": "decode tok",
+        "tau_per_1k_tokens": "τ / 1k tok",
         "kendall_tau": "Kendall τ",
         "tau_se": "± SE",
         "d_tau_vs_rr": "Δτ vs round-robin (paired)",
@@ -175,6 +191,14 @@ def _write_md(out: Path, rows, s: dict, cfg: Config, m, quick: bool) -> None:
         f"{cfg.chunk} per "
         "engine step. SE = std over groups / √groups; Δτ is paired on the same groups. Plot: "
         "[`fidelity_frontier.png`](fidelity_frontier.png).",
+        "",
+        "Tokens per group (docs/tokens.md): prefill = the exact prompt an LLM judge with the "
+        "`open_writing` rubric is sent, counted with the tiny local BPE (vocabulary 1024; a "
+        "production tokenizer counts fewer, ratios carry over); cacheable = what an ideal, "
+        "unbounded prefix cache serves of it (system message, query, trajectory A shared); decode = "
+        "an assumed verdict-only reply (~20 tokens). τ / 1k tok = Kendall τ per 1,000 prefill + "
+        "decode tokens of a group. Pointwise rows count no tokens: the project has no pointwise "
+        "judge prompt to count (their judge calls are the cost shown).",
         "",
         "### Does a ≤ 2N design beat round-robin?",
         "",

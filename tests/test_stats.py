@@ -62,6 +62,11 @@ STEPS = [0, 5, 10, 20]
 SEEDS = [0, 1, 2]
 ARMS = {"pointwise": 0.0, "seeded_single_elim": 0.08, "oracle": 0.2}  # lift over pointwise
 CALLS = {"pointwise": 64.0, "seeded_single_elim": 224.0, "oracle": 0.0}
+PER_CALL = {
+    "judge_prompt_tokens_total": 700,
+    "judge_cached_prompt_tokens_total": 500,
+    "judge_completion_tokens_total": 20,
+}
 
 
 def fake_curve(arm: str, seed: int) -> np.ndarray:
@@ -76,7 +81,8 @@ def log_run(uri, experiment, arm, seed, curve, sweep="s1"):
     tags = {"constructor": arm, "setting": f"reward={arm}", "seed": str(seed), "sweep": sweep}
     with Tracker(experiment, run_name=f"{arm} seed={seed}", tags=tags, uri=uri) as tr:
         for k, (step, v) in enumerate(zip(STEPS, curve, strict=True)):
-            tr.log_metrics({"eval_quality": v, "judge_calls": CALLS[arm] * (k + 1)}, step=step)
+            tokens = {m: n * CALLS[arm] * (k + 1) for m, n in PER_CALL.items()}  # run totals
+            tr.log_metrics({"eval_quality": v, "judge_calls": CALLS[arm] * (k + 1), **tokens}, step=step)
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +141,8 @@ def test_compare_baseline_paired_differences_equal_a_hand_computation(store, cap
     for arm, row in arms.items():
         assert row["n"] == 3
         assert row["judge_calls"] == pytest.approx(CALLS[arm] * len(STEPS))  # final cumulative
+        for m, n in PER_CALL.items():  # the token bill beside the calls
+            assert row[m] == pytest.approx(n * CALLS[arm] * len(STEPS))
         for q in ("final", "auc", "reach_step"):
             x = hand[arm][q][~np.isnan(hand[arm][q])]  # a run that never reached is left out
             half = t * x.std(ddof=1) / np.sqrt(len(x))
@@ -169,6 +177,7 @@ def test_compare_baseline_by_reward_name_in_the_setting_and_text_formats(store, 
         assert "reward=oracle" in text
         if fmt != "csv":
             assert "final [95% CI]" in text and "Δfinal vs reward=pointwise" in text
+            assert "prefill_tokens" in text and "cached_tokens" in text and "decode_tokens" in text
 
 
 def test_compare_stats_without_baseline_reaches_its_own_final(store, capsys):

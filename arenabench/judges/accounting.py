@@ -7,10 +7,14 @@ of :data:`STAT_KEYS`, so :class:`~arenabench.judges.stack.JudgeStack` reads the 
 ``stats`` and never guesses which layer keeps what:
 
 * ``requests`` / ``calls`` / ``retries`` / ``failures`` / ``prompt_tokens`` /
-  ``completion_tokens``: the *backend's* (what was paid for). ``requests``: requests received;
-  ``calls``: backend calls (HTTP posts, ``generate`` calls, simulated batches); ``retries``:
-  transport retries; ``failures``: final failures by reason prefix (the text before the first
-  ``:``); tokens as the backend reports them (0 for the simulator).
+  ``cached_prompt_tokens`` / ``completion_tokens``: the *backend's* (what was paid for).
+  ``requests``: requests received; ``calls``: backend calls (HTTP posts, ``generate`` calls,
+  simulated batches); ``retries``: transport retries; ``failures``: final failures by reason
+  prefix (the text before the first ``:``); tokens as the backend reports them: prefill
+  (``prompt_tokens``), the part of it served from the engine's prefix cache
+  (``cached_prompt_tokens``: vLLM's ``RequestOutput.num_cached_tokens``, a server's
+  ``usage.prompt_tokens_details.cached_tokens``) and decode (``completion_tokens``); the
+  simulator counts what a real judge would be sent (:mod:`arenabench.judges.tokens`).
 * ``cache_hits`` / ``cache_misses`` (a :class:`CachedJudge` fills them) and ``faults``
   (injected faults, a :class:`FaultyJudge` fills it): 0 on a bare judge.
 * ``answered`` / ``lost`` / ``outage_s``: a served backend's outage accounting (posts that got a
@@ -36,6 +40,7 @@ STAT_KEYS = (
     "retries",
     "failures",
     "prompt_tokens",
+    "cached_prompt_tokens",
     "completion_tokens",
     "cache_hits",
     "cache_misses",

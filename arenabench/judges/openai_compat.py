@@ -333,8 +333,13 @@ class OpenAIJudge(LLMJudge):
             return JudgeFailure("bad response: body is not a JSON object")
         usage = data.get("usage")
         if isinstance(usage, dict):
-            for key in ("prompt_tokens", "completion_tokens"):
-                v = usage.get(key)
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            for key, v in (
+                ("prompt_tokens", usage.get("prompt_tokens")),
+                ("completion_tokens", usage.get("completion_tokens")),
+                ("cached_prompt_tokens", cached),  # vLLM: only with --enable-prompt-tokens-details
+            ):
                 if isinstance(v, int) and not isinstance(v, bool):
                     self.stats[key] += v
         choices = data.get("choices")

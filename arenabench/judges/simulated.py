@@ -227,12 +227,27 @@ def true_quality(traj) -> float:
 class SimulatedJudge(JudgeAccounting):
     """Both a pairwise and a pointwise judge over hidden qualities (see module docstring).
 
-    ``stats`` counts like an LLM judge's (one ``call`` per non-empty batch, no tokens), so a
-    stack over a simulated judge reads the same counters."""
+    ``stats`` counts like an LLM judge's (one ``call`` per non-empty batch), so a stack over a
+    simulated judge reads the same counters. Tokens: with ``tokenizer`` set (default
+    ``"tiny-bpe"``), each pairwise request adds the prompt tokens an LLM judge with ``rubric``
+    would be sent, the share an ideal prefix cache would serve and an assumed verdict-only reply
+    (:mod:`arenabench.judges.tokens`); ``tokenizer=None`` counts none. Pointwise requests count
+    no tokens: the LLM backends have no pointwise prompt. Neither argument changes a verdict."""
 
-    def __init__(self, preset: str = "calibrated", **overrides):
+    def __init__(
+        self,
+        preset: str = "calibrated",
+        tokenizer: str | None = "tiny-bpe",
+        rubric: str = "open_writing",
+        **overrides,
+    ):
         self.preset = preset
         self.config = preset_config(preset, **overrides)
+        self.tokens = None
+        if tokenizer is not None:
+            from arenabench.judges.tokens import PromptTokens
+
+            self.tokens = PromptTokens(tokenizer, rubric)
         self.reset_stats()
 
     def __repr__(self) -> str:
@@ -251,7 +266,19 @@ class SimulatedJudge(JudgeAccounting):
         return self._timed_call(fn, requests)
 
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
-        return self._answer(self._judge_pairs, requests)
+        out = self._answer(self._judge_pairs, requests)
+        if self.tokens is not None:
+            self._count_tokens(requests, out)
+        return out
+
+    def _count_tokens(self, requests: Sequence[PairRequest], out: Sequence[PairJudgment]) -> None:
+        stats, tokens = self.stats, self.tokens
+        for sent, verdict in zip(tokens.prefill_batch(requests), out, strict=True):
+            if sent is None:  # an LLM judge fails this request before sending it
+                continue
+            stats["prompt_tokens"] += sent[0]
+            stats["cached_prompt_tokens"] += sent[1]
+            stats["completion_tokens"] += tokens.decode(verdict.score_a, verdict.score_b)
 
     def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
         cfg = self.config

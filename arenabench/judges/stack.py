@@ -24,6 +24,7 @@ _STEP_COUNTERS = {
     "cache_hits": "cache_hits",
     "cache_misses": "cache_misses",
     "prompt_tokens": "judge_prompt_tokens",
+    "cached_prompt_tokens": "judge_cached_prompt_tokens",
     "completion_tokens": "judge_completion_tokens",
     # a served judge's outages (docs/faults.md): requests resent, seconds with a request in an
     # outage, requests given up after the outage deadline (0 for a judge with no transport); with
@@ -34,6 +35,9 @@ _STEP_COUNTERS = {
     "outage_s": "judge_outage_s",
     "lost": "judge_lost",
 }
+# token counters also logged as run totals (``<name>_total``): a run's last value is its bill,
+# what ``compare`` and ``arenabench.compare.summarize`` read
+TOKEN_METRICS = ("judge_prompt_tokens", "judge_cached_prompt_tokens", "judge_completion_tokens")
 
 
 def cache_identity(base) -> tuple[str, str]:
@@ -124,11 +128,13 @@ class JudgeStack(WrapperStats):
         return {name: float(stats[key]) for key, name in _STEP_COUNTERS.items()}
 
     def step_metrics(self) -> dict[str, float]:
-        """This step's cache hits/misses, tokens, outage counters and batch-latency p50/p90 (0
-        with no batch: a step that sent nothing spent no time), plus cumulative ``judge_faults``
-        with faults on."""
+        """This step's cache hits/misses, tokens (prefill, prefix-cached prefill, decode; see
+        :mod:`arenabench.judges.accounting`), outage counters and batch-latency p50/p90 (0 with no
+        batch: a step that sent nothing spent no time), the run's token totals
+        (``judge_*_tokens_total``), plus cumulative ``judge_faults`` with faults on."""
         now = self._counters()
         out = {k: now[k] - self._last[k] for k in now}
+        out.update({f"{k}_total": now[k] for k in TOKEN_METRICS})
         self._last = now
         lat = percentiles(self.latencies, (50, 90), empty=0.0)
         out["judge_latency_p50"] = float(lat["p50"])
@@ -139,4 +145,4 @@ class JudgeStack(WrapperStats):
         return out
 
 
-__all__ = ["JudgeStack", "cache_identity"]
+__all__ = ["TOKEN_METRICS", "JudgeStack", "cache_identity"]

@@ -157,6 +157,7 @@ class VLLMJudge(LLMJudge):
 
     def _read(self, res) -> PairJudgment | JudgeFailure:
         self.stats["prompt_tokens"] += len(res.prompt_token_ids or ())
+        self.stats["cached_prompt_tokens"] += int(getattr(res, "num_cached_tokens", None) or 0)
         if not res.outputs:
             return self._fail("bad response: no outputs")
         comp = res.outputs[0]

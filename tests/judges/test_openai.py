@@ -113,7 +113,12 @@ class FakeServer:
         content = TRUNCATED if mode == "truncated" else good_reply(body["messages"])
         return 200, {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107},
+            "usage": {
+                "prompt_tokens": 100,
+                "completion_tokens": 7,
+                "total_tokens": 107,
+                "prompt_tokens_details": {"cached_tokens": 64},
+            },
         }
 
 
@@ -168,6 +173,7 @@ def test_good_batch_concurrency_round_robin_and_tokens(servers):
     assert s1.max_inflight <= 4 and s2.max_inflight <= 4  # ... under the limit
     assert j.stats["requests"] == 20 and j.stats["calls"] == 20 and j.stats["retries"] == 0
     assert j.stats["prompt_tokens"] == 2000 and j.stats["completion_tokens"] == 140
+    assert j.stats["cached_prompt_tokens"] == 20 * 64  # usage.prompt_tokens_details.cached_tokens
     assert j.stats["failures"] == {}
     p = j.latency_percentiles()
     assert 0 < p["p50"] <= p["p90"] <= p["p99"] < 5

@@ -83,7 +83,7 @@ def test_counters_flow_outward_through_the_stack(tmp_path):
     # the base every miss that no fault intercepted
     assert s["cache_hits"] + s["cache_misses"] == out.stats.judge_calls
     assert base["requests"] == s["cache_misses"] - s["faults"]
-    assert base["failures"] == {} and base["prompt_tokens"] == 0
+    assert base["failures"] == {} and s["prompt_tokens"] == base["prompt_tokens"] > 0  # tokens too
 
 
 def test_a_second_stack_on_the_same_cache_file_pays_no_judge_call(tmp_path):
@@ -112,12 +112,16 @@ def test_step_metrics_are_per_step_and_zero_without_a_batch(tmp_path):
         "cache_hits": 0.0,
         "cache_misses": 0.0,
         "judge_prompt_tokens": 0.0,
+        "judge_cached_prompt_tokens": 0.0,
         "judge_completion_tokens": 0.0,
         "judge_backend_calls": 0.0,
         "judge_answered": 0.0,
         "judge_resent": 0.0,
         "judge_outage_s": 0.0,
         "judge_lost": 0.0,
+        "judge_prompt_tokens_total": 0.0,
+        "judge_cached_prompt_tokens_total": 0.0,
+        "judge_completion_tokens_total": 0.0,
         "judge_latency_p50": 0.0,
         "judge_latency_p90": 0.0,
         "judge_faults": 0.0,

@@ -191,3 +191,29 @@ def test_openai_backend_dead_server_is_counted_after_retries(vllm_server):
     replies = judge.judge_pairs(_requests(6))
     assert all(isinstance(r, PairJudgment) for r in replies)
     assert judge.stats["retries"] == 3 and judge.stats["calls"] == 9
+
+
+def test_token_counts_match_the_engine_counters_exactly(tiny_model_dir, vllm_llm):
+    """The simulated judge's prefill (tiny BPE + the tiny chat template) is vLLM's own
+    ``prompt_token_ids`` count on the same requests; cached and decode tokens are the engine's
+    ``num_cached_tokens`` and output token ids, summed (docs/tokens.md)."""
+    from arenabench.judges.tokens import PromptTokens
+    from arenabench.tiny_model import render_chat
+
+    reqs = _requests(8, seed=5)
+    judge = VLLMJudge(str(tiny_model_dir), structured="regex", temperature=0.0, top_logprobs=0, llm=vllm_llm)
+    tokenizer = vllm_llm.get_tokenizer()
+    counter = PromptTokens()
+    msgs = judge._messages(reqs[0])
+    assert render_chat(msgs) == tokenizer.apply_chat_template(
+        msgs, tokenize=False, add_generation_prompt=True
+    )
+    outputs = vllm_llm.generate([judge._prompt(r, tokenizer) for r in reqs], use_tqdm=False)
+    judge.judge_pairs(reqs)
+    assert [len(o.prompt_token_ids) for o in outputs] == [n for n, _ in counter.prefill_batch(reqs)]
+    assert judge.stats["prompt_tokens"] == sum(len(o.prompt_token_ids) for o in outputs)
+    first = judge.stats["cached_prompt_tokens"]
+    judge.judge_pairs(reqs)  # the same prompts again: vLLM's prefix cache serves them
+    again = judge.stats["cached_prompt_tokens"] - first
+    assert 0 < again < judge.stats["prompt_tokens"] / 2
+    assert judge.stats["completion_tokens"] > 0

@@ -23,7 +23,7 @@ from arenabench import judges, rewards
 from arenabench.advantages import mask_unreliable
 from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics, pointwise_snr
 from arenabench.engine import build_engine
-from arenabench.judges.stack import JudgeStack
+from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.policy import (
     TinyLM,
@@ -65,12 +65,14 @@ STEP_METRICS = (
     "cache_hits",
     "cache_misses",
     "judge_prompt_tokens",
+    "judge_cached_prompt_tokens",
     "judge_completion_tokens",
     "judge_backend_calls",
     "judge_answered",
     "judge_resent",
     "judge_outage_s",
     "judge_lost",
+    *(f"{m}_total" for m in TOKEN_METRICS),  # the run's token bill so far (docs/tokens.md)
     "judge_latency_p50",
     "judge_latency_p90",
     "wall_time",
@@ -84,9 +86,9 @@ STEP_METRICS = (
 # judge_calls / judge_failures / judge_retries are cumulative (engine requests, retries
 # included); cache_*, judge_*_tokens, judge_latency_* and a served judge's outage counters
 # (judge_backend_calls = judge_answered + judge_resent + judge_lost, and judge_outage_s;
-# docs/faults.md) are this step's; outage_groups: this step's groups that lost a request to an
-# outage (all masked: within masked_groups). With fault injection on, ``judge_faults``
-# (cumulative injected faults) is logged too.
+# docs/faults.md) are this step's, judge_*_tokens_total the run's; outage_groups: this step's
+# groups that lost a request to an outage (all masked: within masked_groups). With fault
+# injection on, ``judge_faults`` (cumulative injected faults) is logged too.
 
 
 class PolicyReference:

@@ -1,0 +1,177 @@
+"""The tokens a real judge would be sent, for judges that send none (the simulator).
+
+:class:`PromptTokens` counts, for a pairwise request, exactly the prompt an LLM judge of this
+project sends (:func:`~arenabench.judges.prompts.request_messages`, rendered with the tiny
+model's chat template :func:`~arenabench.tiny_model.render_chat`) under a named tokenizer:
+
+* ``"tiny-bpe"``: the byte-level BPE of :func:`~arenabench.tiny_model.build_tiny_tokenizer`
+  (vocabulary 1024, trained on the judge prompts). It is the tokenizer of the tiny model the
+  vLLM tests serve, so a simulated run's prefill equals what that model's engine reports for the
+  same requests (tested). Real judges' tokenizers have larger vocabularies: their counts are
+  lower by roughly a constant factor; the ratios between constructors carry over.
+
+**Decode** is an assumption, not a count: a verdict-only reply, the JSON line
+``{"score_a": a, "score_b": b, "winner": w}`` with the judgment's scores rounded to integers
+(what the vLLM judge's default regex-constrained decoding emits) plus one end-of-sequence
+token. A judge that reasons first decodes more; multiply accordingly.
+
+**Prefix cache** (``cached``): the prefill an ideal prefix cache would serve: unbounded,
+token-granular and kept for the counter's lifetime. Every request after the first gets the
+system message (the prompt up to the query's text) cached; one whose query was seen before gets
+the whole system + query part; one whose query *and* trajectory A were seen
+before also gets trajectory A's and the text up to trajectory B. Real engines cache whole
+blocks (vLLM: 16 tokens) and evict, so this is an upper bound on what they serve.
+
+Speed: the prompt is counted as the sum of its pieces (the part before trajectory A, A's text,
+the part between, B's text, the rest), each memoized, which equals the count of the whole only
+because the byte-level pre-tokenizer never merges across the ``\\n`` that surrounds each piece
+when the piece starts and ends with a non-whitespace character; any other request is encoded
+whole. A test checks the two agree on adversarial texts.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from arenabench.judges.prompts import request_messages
+from arenabench.registry import unknown_message
+from arenabench.types import JudgeFailure, PairRequest, Trajectory
+
+TOKENIZERS = ("tiny-bpe",)
+_SENT_A, _SENT_B = "\x00arenabench-A\x00", "\x00arenabench-B\x00"
+
+
+@functools.cache
+def load_tokenizer(name: str):
+    """The ``tokenizers.Tokenizer`` registered as ``name`` (built once per process)."""
+    if name not in TOKENIZERS:
+        raise ValueError(unknown_message("tokenizer", name, list(TOKENIZERS)))
+    from arenabench.tiny_model import build_tiny_tokenizer
+
+    return build_tiny_tokenizer()
+
+
+def _hard(text: str) -> bool:
+    """A piece whose count adds up: non-empty, starting and ending with non-whitespace."""
+    return bool(text) and not text[0].isspace() and not text[-1].isspace()
+
+
+class PromptTokens:
+    """Exact prefill, ideal-cache prefill and assumed decode tokens of pairwise requests (module doc)."""
+
+    def __init__(
+        self, tokenizer: str = "tiny-bpe", rubric: str = "open_writing", mask_tool_outputs: bool = True
+    ):
+        from arenabench.judges.prompts import load_rubric
+
+        self.tokenizer_name = tokenizer
+        self.tok = load_tokenizer(tokenizer)
+        self.rubric = load_rubric(rubric)
+        self.mask_tool_outputs = mask_tool_outputs
+        self._counts: dict[str, int] = {}
+        self._frames: dict[tuple, tuple[str, int, int, int] | None] = {}
+        self._seen: set = set()
+        self._root: int | None = None  # tokens before the query text: the same for every request
+        self._verdicts: dict[tuple[int, int], int] = {}
+        self.eos = 1
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` (no special tokens added), memoized."""
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = len(self.tok.encode(text, add_special_tokens=False).ids)
+        return n
+
+    def render(self, req: PairRequest) -> str | JudgeFailure:
+        """The whole prompt text the LLM judges send for ``req``."""
+        from arenabench.tiny_model import render_chat
+
+        messages = request_messages(self.rubric, req, self.mask_tool_outputs)
+        return messages if isinstance(messages, JudgeFailure) else render_chat(messages)
+
+    def _frame(self, req: PairRequest) -> tuple[str, int, int, int] | None:
+        """The text before A and the token counts of (before A, between A and B, after B) for
+        the request's query and reference."""
+        ref = (req.a.meta or {}).get("reference") if self.rubric.uses_reference else None
+        key = (req.prompt, ref)
+        if key not in self._frames:
+            a = Trajectory("a", _SENT_A, meta={"reference": ref} if ref is not None else {})
+            probe = self.render(PairRequest(req.prompt, a, Trajectory("b", _SENT_B)))
+            if isinstance(probe, JudgeFailure) or probe.count(_SENT_A) != 1 or probe.count(_SENT_B) != 1:
+                self._frames[key] = None
+            else:
+                head, rest = probe.split(_SENT_A)
+                mid, tail = rest.split(_SENT_B)
+                self._frames[key] = (head, self.count(head), self.count(mid), self.count(tail))
+        return self._frames[key]
+
+    def prefill(self, req: PairRequest) -> tuple[int, int] | None:
+        """(prompt tokens, of which the ideal prefix cache serves) of one request."""
+        return self.prefill_batch([req])[0]
+
+    def prefill_batch(self, requests) -> list[tuple[int, int] | None]:
+        """(prompt tokens, of which the ideal prefix cache serves) per request, in order; None
+        for a request the LLM judges fail before sending (a rubric's missing reference)."""
+        from arenabench.judges.prompts import render_trajectory
+
+        rendered: dict[int, str] = {}  # id(trajectory) -> its judge-visible text (alive in the batch)
+        for req in requests:
+            for t in (req.a, req.b):
+                if id(t) not in rendered:
+                    rendered[id(t)] = render_trajectory(t, self.mask_tool_outputs)
+        for x in rendered.values():
+            if _hard(x):
+                self.count(x)  # one encode per new text (not encode_batch: its thread pool
+                # competes with torch's threads in a trainer)
+        return [self._prefill(req, rendered[id(req.a)], rendered[id(req.b)]) for req in requests]
+
+    def _prefill(self, req: PairRequest, ta: str, tb: str) -> tuple[int, int] | None:
+        frame = self._frame(req)
+        if frame is not None and _hard(ta) and _hard(tb):
+            head, n_head, n_mid, n_tail = frame
+            counts = self._counts
+            n_a = counts[ta] + n_mid
+            total = n_head + n_a + counts[tb] + n_tail
+        else:
+            text = self.render(req)
+            if isinstance(text, JudgeFailure):
+                return None
+            head = "\x00no-frame"
+            n_head, n_a, total = 0, 0, self.count(text)
+        seen = self._seen
+        cached = self._root_tokens(req) if seen else 0  # the system prompt, shared by all queries
+        if (req.prompt, head) in seen:
+            cached = n_head
+            if (req.prompt, head, ta) in seen:
+                cached += n_a
+            else:
+                seen.add((req.prompt, head, ta))
+        else:
+            seen.add((req.prompt, head))
+            seen.add((req.prompt, head, ta))
+        return total, cached
+
+    def _root_tokens(self, req: PairRequest) -> int:
+        """Tokens of the prompt before the query's text (system message, query delimiter), or 0
+        when the query's first character could merge with what precedes it."""
+        query = req.prompt
+        if not query or query[0].isspace() or query.startswith(("<<<", ">>>")):
+            return 0
+        if self._root is None:
+            a = Trajectory("a", "x", meta={"reference": "r"} if self.rubric.uses_reference else {})
+            probe = self.render(PairRequest(_SENT_A, a, Trajectory("b", "y")))
+            self._root = self.count(probe.split(_SENT_A)[0])
+        return self._root
+
+    def decode(self, score_a: float, score_b: float) -> int:
+        """Tokens of the assumed verdict-only reply (module doc), end-of-sequence included."""
+        a, b = int(round(score_a)), int(round(score_b))
+        n = self._verdicts.get((a, b))
+        if n is None:
+            w = "A" if a > b else "B" if b > a else "tie"
+            line = f'{{"score_a": {a}, "score_b": {b}, "winner": "{w}"}}'
+            n = self._verdicts[(a, b)] = self.count(line) + self.eos
+        return n
+
+
+__all__ = ["TOKENIZERS", "PromptTokens", "load_tokenizer"]

@@ -1,0 +1,100 @@
+"""The simulated judge's token bill (arenabench.judges.tokens): exact prefill under the tiny BPE,
+the ideal prefix cache, the assumed verdict-only decode. Against vLLM's own counters: test_vllm."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from arenabench import judges, rewards
+from arenabench.engine import Engine
+from arenabench.judges.stack import JudgeStack
+from arenabench.judges.tokens import PromptTokens
+from arenabench.sim import simulate_groups
+from arenabench.types import PairRequest, Trajectory
+
+# texts whose pieces do not add up (leading/trailing whitespace, empty) take the whole-string path
+TEXTS = [
+    "plain words t1 t2",
+    " leading",
+    "trailing ",
+    "\nnewline",
+    "x\n",
+    "",
+    "a<<<b>>>c",
+    "été ☃ 12",
+    "'s it",
+]
+
+
+def q(prompt: str, a: str, b: str, **meta) -> PairRequest:
+    return PairRequest(prompt, Trajectory("a", a, meta=meta), Trajectory("b", b))
+
+
+@pytest.fixture(scope="module")
+def counter():
+    return PromptTokens()
+
+
+def test_prefill_is_the_whole_prompt_count_on_every_text(counter):
+    reqs = [q("prompt 3", a, b) for a in TEXTS for b in TEXTS]
+    reqs.append(
+        PairRequest(
+            "q", Trajectory("a", "x", meta={"final_answer": "7", "reasoning": " r "}), Trajectory("b", "y")
+        )
+    )
+    fresh = PromptTokens()
+    got = [n for n, _ in fresh.prefill_batch(reqs)]
+    assert got == [counter.count(counter.render(r)) for r in reqs]
+
+
+def test_ideal_cache_serves_exactly_the_shared_prefix(counter):
+    pt = PromptTokens()
+    r1, r2 = q("prompt 9", "same A text", "B one"), q("prompt 9", "same A text", "other B")
+    (n1, c1), (n2, c2) = pt.prefill_batch([r1, r2])
+    p1, p2 = pt.render(r1), pt.render(r2)
+    shared = os.path.commonprefix([p1, p2])
+    assert c1 == 0 and n1 == counter.count(p1) and n2 == counter.count(p2)
+    assert c2 == counter.count(shared) > 0
+    # a new trajectory A under the same query: only the system + query part is cached
+    ((n3, c3),) = pt.prefill_batch([q("prompt 9", "new A", "B one")])
+    assert c3 == counter.count(p1[: p1.index("same A text")])
+    # a new query: the system message (everything before the query's text) is cached
+    ((n4, c4),) = pt.prefill_batch([q("other query", "same A text", "B one")])
+    p4 = pt.render(q("other query", "same A text", "B one"))
+    assert c4 == counter.count(os.path.commonprefix([p1, p4])) > 100 and n4 == counter.count(p4)
+
+
+def test_reference_rubric_counts_the_reference_and_skips_a_missing_one():
+    pt = PromptTokens(rubric="math_reasoning")  # uses_reference: true
+    r = q("p", "x1", "x2", reference="42")
+    (n, _), missing = pt.prefill_batch([r, q("p", "x1", "x2")])
+    assert n == pt.count(pt.render(r)) and "42" in pt.render(r) and missing is None
+
+
+def test_simulated_judge_counts_tokens_without_changing_a_verdict(counter):
+    groups = simulate_groups(3, 4, seed=0)
+    on, off = JudgeStack(judges.get("calibrated")), JudgeStack(judges.get("calibrated", tokenizer=None))
+    out_on = Engine(on, seed=0).run(rewards.get("round_robin"), groups)
+    out_off = Engine(off, seed=0).run(rewards.get("round_robin"), groups)
+    assert [r.advantage.tolist() for r in out_on.results] == [r.advantage.tolist() for r in out_off.results]
+    m_on, m_off = on.step_metrics(), off.step_metrics()
+    assert m_off["judge_prompt_tokens"] == m_off["judge_completion_tokens"] == 0
+    n_req = on.stats["requests"]
+    assert (
+        m_on["judge_prompt_tokens"] > 500 * n_req
+        and m_on["judge_prompt_tokens_total"] == m_on["judge_prompt_tokens"]
+    )
+    assert 0 < m_on["judge_cached_prompt_tokens"] < m_on["judge_prompt_tokens"]
+    # decode: the verdict line of integer scores + one end-of-sequence token per request
+    line = counter.count('{"score_a": 7, "score_b": 3, "winner": "A"}')
+    assert counter.decode(7.2, 2.6) == line + 1
+    assert n_req * (line - 3) <= m_on["judge_completion_tokens"] <= n_req * (line + 3)
+    assert on.step_metrics()["judge_prompt_tokens"] == 0  # per step; the total stays
+    assert on.step_metrics()["judge_prompt_tokens_total"] == m_on["judge_prompt_tokens"]
+
+
+def test_unknown_tokenizer_names_the_valid_ones():
+    with pytest.raises(ValueError, match="tiny-bpe"):
+        judges.get("calibrated", tokenizer="gpt2")
