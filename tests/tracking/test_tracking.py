@@ -16,7 +16,15 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from arenabench.tracking import DEFAULT_URI, Tracker, flatten, git_commit, lock_for, tracking_uri
+from arenabench.tracking import (
+    DEFAULT_URI,
+    Tracker,
+    flatten,
+    git_commit,
+    lock_for,
+    open_client,
+    tracking_uri,
+)
 
 # MLflow's own SQLAlchemy mappers trigger this on import; not ours to fix
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
@@ -147,14 +155,47 @@ def test_tracking_uri_precedence_and_relative_sqlite_paths(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert tracking_uri() == f"sqlite:///{tmp_path}/results/mlflow.db" == tracking_uri(DEFAULT_URI)
-    assert (tmp_path / "results").is_dir()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///env/db.sqlite")
     assert tracking_uri() == f"sqlite:///{tmp_path}/env/db.sqlite"
-    assert (tmp_path / "env").is_dir()
+    assert not (tmp_path / "results").exists() and not (tmp_path / "env").exists()  # resolving creates nothing
     assert tracking_uri("sqlite:////abs/x.db") == "sqlite:////abs/x.db"  # explicit wins
     assert tracking_uri("http://localhost:5000") == "http://localhost:5000"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
     assert tracking_uri() == "http://mlflow:5000"
+
+
+def test_a_missing_store_folder_is_an_error_unless_asked_to_create_it(tmp_path):
+    uri = f"sqlite:///{tmp_path}/typo/mlflow.db"
+    with pytest.raises(ValueError, match=r"folder .*typo does not exist \(a typo\?\)"):
+        open_client(uri)
+    with pytest.raises(ValueError, match="does not exist"):
+        Tracker("x", uri=uri)
+    assert not (tmp_path / "typo").exists()  # the failed command created nothing
+    with Tracker("x", uri=uri, create=True) as t:
+        t.log_metrics({"m": 1.0}, step=0)
+    assert (tmp_path / "typo" / "mlflow.db").exists()
+
+
+def test_a_corrupt_store_is_one_error_naming_it(tmp_path):
+    db = tmp_path / "mlflow.db"
+    db.write_text("not a database\n" * 100)
+    with pytest.raises(ValueError) as e:
+        open_client(f"sqlite:///{db}")
+    assert str(e.value).startswith(f"cannot open MLflow store {db}: ") and "\n" not in str(e.value)
+
+
+def test_local_runs_carry_mlflows_source_and_git_tags(tmp_path):
+    uri = f"sqlite:///{tmp_path}/m.db"
+    with Tracker("tags", uri=uri) as t:
+        pass
+    tags = open_client(uri).get_run(t.run_id).data.tags
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
+    assert "mlflow.user" in tags
+    # the commit of the code that ran (the checkout arenabench is imported from), whatever
+    # started the process (pytest here; MLflow itself looks only beside sys.argv[0])
+    commit = git_commit(Path(__file__).parent)
+    assert commit is not None  # the tests run in a git checkout (CI: a clone)
+    assert tags["mlflow.source.git.commit"] == commit
 
 
 def test_lock_for_is_reentrant_and_noop_off_sqlite(tmp_path):
