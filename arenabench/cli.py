@@ -204,8 +204,17 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(fn=cmd_fidelity)
     c = sub.add_parser("compare", help="final metrics over seeds per setting, from MLflow runs")
     c.add_argument("--experiment", "-e", required=True, help="MLflow experiment (the config's name)")
-    c.add_argument("--metric", default="eval_win_rate", help="metric to summarize (its last value per run)")
-    c.add_argument("--by", default="setting", help="tag to group runs by (setting, constructor, ...)")
+    c.add_argument(
+        "--metric",
+        default=PRIMARY_METRIC,
+        help=f"metric to summarize (its last value per run; default: the primary metric, {PRIMARY_METRIC})",
+    )
+    c.add_argument(
+        "--by",
+        default="setting",
+        help="tag to group runs by: setting (default: the arm, i.e. the job's overrides less the seed), "
+        "reward (the conf/reward file), constructor (pools variants such as pointwise_budget: warned)",
+    )
     c.add_argument("--sweep", default="latest", help="latest (default), all, or a sweep id")
     c.add_argument("--plot", help="write the metric's mean ± std learning curves per group (PNG) here")
     c.add_argument("--format", default="table", choices=("table", "markdown", "csv", "json"))
@@ -234,13 +243,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"arenabench: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
     args = build_parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except (ValueError, TypeError, KeyError) as exc:  # bad config/input: one clear line
-        print(f"arenabench: error: {exc}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning  # one line each, no source location
+        try:
+            return args.fn(args)
+        except (ValueError, TypeError, KeyError) as exc:  # bad config/input: one clear line
+            print(f"arenabench: error: {exc}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def _load_scipy() -> None:
     from scipy.optimize import minimize
     from scipy.special import expit
 
+
 BAD_VERDICT = "verdicts must be +1 (first wins), 0 (tie) or -1 (first loses)"
 
 

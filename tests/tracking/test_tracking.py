@@ -157,7 +157,7 @@ def test_tracking_uri_precedence_and_relative_sqlite_paths(tmp_path, monkeypatch
     assert tracking_uri() == f"sqlite:///{tmp_path}/results/mlflow.db" == tracking_uri(DEFAULT_URI)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///env/db.sqlite")
     assert tracking_uri() == f"sqlite:///{tmp_path}/env/db.sqlite"
-    assert not (tmp_path / "results").exists() and not (tmp_path / "env").exists()  # resolving creates nothing
+    assert not (tmp_path / "results").exists() and not (tmp_path / "env").exists()  # creates nothing
     assert tracking_uri("sqlite:////abs/x.db") == "sqlite:////abs/x.db"  # explicit wins
     assert tracking_uri("http://localhost:5000") == "http://localhost:5000"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
@@ -308,6 +308,7 @@ def test_cli_compare_csv_roundtrip_and_bad_experiment(cmp_store, tmp_path, capsy
 
     png = tmp_path / "cli.png"
     argv = ["compare", "--experiment", "cmp", "--uri", cmp_store, "--format", "csv", "--plot", str(png)]
+    argv += ["--metric", "eval_win_rate"]
     assert cli.main(argv) == 0
     got = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("setting")
     assert got.loc["reward=anchor", "mean"] == pytest.approx(0.7, abs=1e-12)
@@ -316,10 +317,15 @@ def test_cli_compare_csv_roundtrip_and_bad_experiment(cmp_store, tmp_path, capsy
     assert list(got["n"]) == [3, 3] and png.stat().st_size > 0
 
     out = tmp_path / "t.md"
-    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, "--format", "markdown", "-o", str(out)]) == 0
+    win = ["--metric", "eval_win_rate"]
+    md = ["--format", "markdown", "-o", str(out), *win]
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, *md]) == 0
     assert out.read_text().splitlines()[0] == "| setting | n | mean | std | mean ± std |"
-    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store]) == 0
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, *win]) == 0
     assert "0.700 ± 0.100" in capsys.readouterr().out
+    # the default metric is the primary one; this store has none: one error naming what it has
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store]) == 2
+    assert "unknown metric 'eval_sampled_quality'; available: eval_win_rate, snr" in capsys.readouterr().err
 
     assert cli.main(["compare", "--experiment", "nope", "--uri", cmp_store]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -328,3 +334,46 @@ def test_cli_compare_csv_roundtrip_and_bad_experiment(cmp_store, tmp_path, capsy
     assert cli.main(["compare", "--experiment", "cmp", "--uri", missing]) == 2
     assert "no MLflow database" in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()
+    in_missing_folder = f"sqlite:///{tmp_path}/no/such/folder/m.db"
+    assert cli.main(["compare", "--experiment", "cmp", "--uri", in_missing_folder]) == 2
+    assert not (tmp_path / "no").exists()  # a failed command creates nothing
+
+
+def test_compare_warns_about_unfinished_runs_it_leaves_out(cmp_store, capsys):
+    from arenabench import cli
+    from arenabench.compare import UnfinishedRunsWarning, load_runs
+
+    want = r"1 run\(s\) of sweep multirun/new did not finish \(1 FAILED\)"
+    with pytest.warns(UnfinishedRunsWarning, match=want):
+        df = load_runs("cmp", uri=cmp_store)
+    assert df.attrs["unfinished"] == {"FAILED": 1}
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, "--metric", "eval_win_rate"]) == 0
+    warned = [e for e in capsys.readouterr().err.splitlines() if e.startswith("arenabench: warning:")]
+    assert len(warned) == 1 and "1 run(s) of sweep multirun/new did not finish (1 FAILED)" in warned[0]
+
+
+def test_compare_groups_by_arm_and_warns_when_a_grouping_pools_arms(tmp_path, capsys):
+    """pointwise and pointwise_budget share the constructor 'pointwise' but are different arms."""
+    from arenabench import cli
+    from arenabench.compare import PooledArmsWarning, load_runs, summarize
+
+    uri = f"sqlite:///{tmp_path}/pool.db"
+    for reward, value in (("pointwise", 0.1), ("pointwise_budget", 0.3)):
+        for seed in range(2):
+            tags = {"constructor": "pointwise", "reward": reward, "setting": f"reward={reward}",
+                    "seed": seed, "sweep": "s"}  # fmt: skip
+            with Tracker("pool", tags=tags, uri=uri) as t:
+                t.log_metrics({"eval_sampled_quality": value + seed / 100}, step=0)
+    df = load_runs("pool", uri=uri)
+    by_arm = summarize(df, metric="eval_sampled_quality").set_index("setting")
+    assert list(by_arm["n"]) == [2, 2]
+    assert by_arm.loc["reward=pointwise_budget", "mean"] == pytest.approx(0.305)
+    want = "pools different arms .*reward=pointwise \\| reward=pointwise_budget"
+    with pytest.warns(PooledArmsWarning, match=want):
+        pooled = summarize(df, metric="eval_sampled_quality", by="constructor")
+    assert list(pooled["n"]) == [4]
+    assert cli.main(["compare", "-e", "pool", "--uri", uri]) == 0  # the primary metric, by arm
+    out, err = capsys.readouterr()
+    assert "reward=pointwise_budget" in out and err == ""
+    assert cli.main(["compare", "-e", "pool", "--uri", uri, "--by", "constructor"]) == 0
+    assert capsys.readouterr().err.startswith("arenabench: warning: grouping by 'constructor' pools")
