@@ -72,7 +72,7 @@ def warm_start(
 
     tok = AutoTokenizer.from_pretrained(base)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     rng = random.Random(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
@@ -131,6 +131,20 @@ def judge_config(args: argparse.Namespace) -> dict[str, Any]:
     return cfg
 
 
+def mlflow_defaults(experiment: str = "trl") -> None:
+    """Where TRL's MLflow callback (transformers' ``MLflowCallback``, which reads the environment)
+    logs: ``$MLFLOW_TRACKING_URI`` if set, else arenabench's store (``results/mlflow.db``, as the
+    local trainer's runs) — not MLflow's own default, a ``mlflow.db`` in the current directory
+    (the repository root, untracked). The store's folder must exist (as everywhere in
+    arenabench); experiment ``$MLFLOW_EXPERIMENT_NAME``, else ``trl``."""
+    import os
+
+    from arenabench.tracking import check_store_folder
+
+    os.environ["MLFLOW_TRACKING_URI"] = check_store_folder(os.environ.get("MLFLOW_TRACKING_URI"))
+    os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", experiment)
+
+
 def make_trainer(
     args: argparse.Namespace, reward: ArenaReward | None = None, *, check: bool = True, **config_overrides
 ):
@@ -153,6 +167,8 @@ def make_trainer(
             output=args.output,
             seed=args.seed,
         )
+    if args.report_to == "mlflow":
+        mlflow_defaults()
     scale = args.scale_rewards or RECOMMENDED_SCALE_REWARDS[reward.output]
     batch = args.prompts_per_step * args.num_generations
     cfg = dict(
