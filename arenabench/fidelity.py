@@ -108,8 +108,8 @@ def run_fidelity(
     names = list(constructors) if constructors else rewards.names()
     names = [rewards.with_order(n, order) for n in names]
     built = [rewards.from_spec(n) for n in names]  # fail fast on a bad name or parameter
-    if group_size < 1:
-        raise ValueError(f"group size must be >= 1 (N >= 1); got {group_size}")
+    if group_size < 2:  # one answer has no ranking to be faithful to: τ and top-1 are undefined
+        raise ValueError(f"group size must be >= 2 (-N 2 or more); got {group_size}")
     if n_groups < 1:
         raise ValueError(f"groups must be >= 1; got {n_groups}")
     the_judge = judges.get(judge, seed=seed)

@@ -6,9 +6,12 @@ jobs that hold them.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
-from collections.abc import Callable, Iterator
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -19,6 +22,10 @@ class UnknownNameError(KeyError, ValueError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class BadValueError(TypeError, ValueError):
+    """A parameter value of the wrong type (``cara="flase"``); the message says what fits."""
 
 
 class Registry(Generic[T]):
@@ -81,3 +88,59 @@ def check_params(cls: type, params: dict[str, Any], what: str) -> None:
     bad = sorted(set(params) - set(valid))
     if bad:
         raise TypeError(f"{what} got unknown parameter(s) {', '.join(bad)}; valid: {', '.join(valid)}")
+    check_types(cls, params, what)
+
+
+def check_types(cls: type, params: Mapping[str, Any], what: str) -> None:
+    """Reject a value whose type does not match the dataclass field it sets (``cara="flase"`` is
+    not a boolean: a truthy string would silently turn CARA on). Non-dataclasses pass."""
+    if not dataclasses.is_dataclass(cls):
+        return
+    hints = typing.get_type_hints(cls)
+    for name, value in params.items():
+        if name in hints and (problem := type_problem(value, hints[name])):
+            raise BadValueError(f"{what}: {name} {problem}; got {value!r}")
+
+
+_EXPECT = {bool: "must be true or false", int: "must be an integer", float: "must be a number",
+           str: "must be a string"}  # fmt: skip
+
+
+def type_problem(value: Any, hint: Any) -> str | None:
+    """Why ``value`` does not fit the annotation ``hint`` ("must be true or false", ...), or None.
+
+    Strict where a silent cast would change meaning: a bool field takes only booleans, an int
+    field only integers (not booleans, not 2.5), a float field any finite-or-not real number but
+    not a boolean or a string. Unions, ``Literal`` and containers are checked by kind; other
+    annotations (classes, ``Any``) pass."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if any(type_problem(value, a) is None for a in args):
+            return None
+        problems = [type_problem(value, a) for a in args if a is not type(None)]
+        kinds = [p.removeprefix("must be ") for p in problems if p]
+        null = " (or null)" if type(None) in args else ""
+        return "must be " + " or ".join(dict.fromkeys(kinds)) + null
+    if hint is type(None):
+        return None if value is None else "must be null"
+    if origin is typing.Literal:
+        allowed = typing.get_args(hint)
+        return None if value in allowed else f"must be one of {', '.join(map(repr, allowed))}"
+    if hint is bool:
+        return None if isinstance(value, bool) else _EXPECT[bool]
+    if hint is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else _EXPECT[int]
+    if hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else _EXPECT[float]
+    if hint is str:
+        return None if isinstance(value, str) else _EXPECT[str]
+    base = origin or hint
+    if base in (dict, Mapping) or (isinstance(base, type) and issubclass(base, Mapping)):
+        return None if isinstance(value, Mapping) else "must be a mapping"
+    if base in (list, tuple, typing.Sequence):
+        return None if isinstance(value, list | tuple) else "must be a list"
+    return None

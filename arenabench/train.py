@@ -122,11 +122,11 @@ def curves_figure(history, title: str = "", panels=RUN_PANELS):
 def run_job(cfg: DictConfig) -> dict[str, float]:
     # LAST_JOB: what the sweep launcher's one-line summary shows (this module may be __main__)
     from arenabench.sweep import LAST_JOB
-    from arenabench.trainers.local.config import RunConfig
+    from arenabench.trainers.local.config import validate_run
     from arenabench.trainers.local.trainer import train
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    run = RunConfig.from_mapping(resolved)  # a bad key fails here, before an MLflow run opens
+    run = validate_run(resolved)  # every bad value fails here, before an MLflow run opens
     progress = run.progress
     if not run.tracking.enabled:
         final = train(resolved, progress=progress)
@@ -159,6 +159,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
         uri=run.tracking.uri,
         flush_every=run.tracking.flush_every,
         identity=identity,
+        create=run.tracking.create,
     ) as tracker:
         if tracker.stale_failed:
             log.warning("closed as FAILED the runs of dead processes: %s", ", ".join(tracker.stale_failed))

@@ -45,11 +45,12 @@ def test_constructors_pickle(name):
     assert pickle.loads(pickle.dumps(c)) == c
 
 
-def test_group_size_below_one_is_an_error():
+def test_group_size_below_one_is_an_error_and_fidelity_needs_two():
     with pytest.raises(ValueError, match="N >= 1"):
         Group("p", ())
-    with pytest.raises(ValueError, match="N >= 1"):
-        run_fidelity(["anchor"], group_size=0, n_groups=2, progress=False)
+    for n in (0, 1):  # one answer has no ranking: τ 0.000, top-1 1.000 would be meaningless
+        with pytest.raises(ValueError, match="group size must be >= 2"):
+            run_fidelity(["anchor"], group_size=n, n_groups=2, progress=False)
 
 
 def test_bracket_layout():

@@ -22,9 +22,18 @@ import contextlib
 import threading
 
 import numpy as np
-from scipy.linalg.lapack import dposv  # H is positive definite: Cholesky, and no numpy wrapper
-from scipy.optimize import minimize
-from scipy.special import expit
+
+# scipy's pieces, bound by _load_scipy() on the first fit: importing scipy.linalg/optimize costs
+# ~0.5 s, which ``import arenabench`` (and so ``arenabench list``) does not pay
+dposv = minimize = expit = None  # dposv: H is positive definite: Cholesky, and no numpy wrapper
+
+
+def _load_scipy() -> None:
+    global dposv, minimize, expit
+    from scipy.linalg.lapack import dposv
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
 
 BAD_VERDICT = "verdicts must be +1 (first wins), 0 (tie) or -1 (first loses)"
 
@@ -151,6 +160,8 @@ def _newton(n, i, j, o, w, l2, x, maxiter: int = 200) -> np.ndarray:
     backtracking otherwise, until the decrement² is below 1e-14: θ is then ~1e-7 from the
     optimum, and the last step (quadratic convergence) lands within ~1e-13. ``w`` None: weights 1."""
     # H's entries, per pair and then the ridge (bincount adds in this order: the ridge last)
+    if dposv is None:
+        _load_scipy()
     pairs = np.concatenate([i * (n + 1), j * (n + 1), i * n + j, j * n + i, np.arange(0, n * n, n + 1)])
     ridge = np.full(n, 2 * l2)
     last = np.inf  # the decrement² of the last full step
@@ -181,6 +192,8 @@ def _lbfgs(n, i, j, o, w, l2, x0) -> np.ndarray:
     def fun(x):
         return _objective(x, i, j, o, w, l2), _gradient(x, i, j, o, w, l2, n)[1]
 
+    if minimize is None:
+        _load_scipy()
     opts = {"maxiter": 10_000, "ftol": 1e-15, "gtol": 1e-10}
     return minimize(fun, x0, method="L-BFGS-B", jac=True, options=opts).x
 

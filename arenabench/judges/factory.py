@@ -37,6 +37,27 @@ def judge_class(kind: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def check(cfg: Mapping[str, Any]) -> None:
+    """Validate a judge config without loading a model or opening a connection: the kind, the
+    parameter names (and, for the simulated judge, the preset and every value, by building it:
+    it is cheap). Trainers call it before a run starts (``trainers/local/config.validate_run``)."""
+    cfg = dict(cfg)
+    kind = cfg.get("kind", "simulated")
+    if kind == "simulated":
+        build(cfg)
+        return
+    _check_names(judge_class(kind), kind, {k: v for k, v in cfg.items() if k not in ("kind", *STACK_KEYS)})
+
+
+def _check_names(cls: type, kind: str, cfg: Mapping[str, Any]) -> None:
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):  # the simulator checks its own
+        valid = [p for p in params if p not in _INJECTED]
+        unknown = sorted(set(cfg) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {unknown} for judge kind {kind!r}; valid: {valid}")
+
+
 def build(cfg: Mapping[str, Any]):
     """The bare judge of a config mapping (``kind`` defaults to ``simulated``, whose ``preset``
     defaults to ``calibrated``). ``cache`` / ``faults`` are skipped here: a trainer builds the
@@ -46,13 +67,8 @@ def build(cfg: Mapping[str, Any]):
     for key in STACK_KEYS:  # the stack's, not the judge's: JudgeStack applies them
         cfg.pop(key, None)
     cls = judge_class(kind)
-    params = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):  # the simulator checks its own
-        valid = [p for p in params if p not in _INJECTED]
-        unknown = sorted(set(cfg) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {unknown} for judge kind {kind!r}; valid: {valid}")
+    _check_names(cls, kind, cfg)
     return cls(**cfg)
 
 
-__all__ = ["JUDGES", "JUDGE_KINDS", "STACK_KEYS", "build", "judge_class"]
+__all__ = ["JUDGES", "JUDGE_KINDS", "STACK_KEYS", "build", "check", "judge_class"]

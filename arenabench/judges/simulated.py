@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 from arenabench.judges.accounting import JudgeAccounting
-from arenabench.registry import unknown_message
+from arenabench.registry import check_types, unknown_message
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, content_hash
 
 NOISE_MODELS = ("thurstone", "bradley_terry")
@@ -158,6 +158,17 @@ PRESETS: dict[str, dict] = {
 }
 
 
+# One line per preset for ``arenabench list`` (what it is for; its values are printed beside).
+PRESET_NOTES: dict[str, str] = {
+    "calibrated": "the default: ArenaRL Fig. 1(a)'s score spread and re-judging noise (comment above)",
+    "noiseless": "no noise, no bias: verdicts and scores follow true quality exactly (a control)",
+    "bradley_terry": "calibrated with logistic (Bradley-Terry) comparison noise instead of Thurstone",
+    "cot": "calibrated with a chain-of-thought judge's saturated P(A) (RRC: 88% in [0, 0.1] or [0.9, 1])",
+    "integer": "calibrated on a rubric's integer grid (0-10 per side, 0-10/10 pointwise): frequent ties",
+    "position_gap": "calibrated with a position bias that grows as the quality gap narrows",
+}
+
+
 def preset_config(preset: str = "calibrated", **overrides) -> SimulatedJudgeConfig:
     if preset not in PRESETS:
         raise ValueError(unknown_message("judge preset", preset, sorted(PRESETS)))
@@ -165,6 +176,7 @@ def preset_config(preset: str = "calibrated", **overrides) -> SimulatedJudgeConf
     bad = sorted(set(overrides) - valid)
     if bad:
         raise TypeError(f"unknown judge parameter(s) {', '.join(bad)}; valid: {', '.join(sorted(valid))}")
+    check_types(SimulatedJudgeConfig, overrides, f"judge preset {preset!r}")
     return replace(SimulatedJudgeConfig(**PRESETS[preset]), **overrides)
 
 

@@ -55,6 +55,9 @@ class Constructor:
 
     name: ClassVar[str] = "?"
     needs_anchor: ClassVar[bool] = False
+    # shared parameters that do nothing for this constructor (``arenabench list`` omits them):
+    # ``order`` for judges asked for scores only, ``votes`` for those that ask no judge
+    unused_params: ClassVar[tuple[str, ...]] = ()
 
     votes: int = 1
     ddof: int = 0

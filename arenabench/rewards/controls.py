@@ -64,6 +64,8 @@ class Oracle(Constructor):
     No information, no advantage: it asks no judge, so judge ties and failures do not reach it;
     equal qualities get equal rewards (advantage 0)."""
 
+    unused_params = ("votes", "order")  # no judge asked
+
     def validate_group(self, group) -> None:
         super().validate_group(group)
         true_quality(group, self.name)
@@ -83,6 +85,8 @@ class RankOracle(Constructor):
     is unused.
 
     No information, no advantage: it asks no judge; equal qualities share their rank."""
+
+    unused_params = ("votes", "order")  # no judge asked
 
     def validate_group(self, group) -> None:
         super().validate_group(group)

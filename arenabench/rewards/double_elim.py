@@ -27,7 +27,10 @@ SEEDINGS = ("random", "anchor")
 @register("double_elim")
 @dataclass
 class DoubleElim(Constructor):
-    """Seeding ``random`` (the paper's Table 2 setting) or ``anchor`` (+N−1 comparisons).
+    """ArenaRL's double elimination: winners' and losers' brackets, out after two defeats (2N−2
+    or 2N−1 comparisons).
+
+    Seeding ``random`` (the paper's Table 2 setting) or ``anchor`` (+N−1 comparisons).
 
     Each wave plays one winners'-bracket round and, in the same wave, one losers'-bracket round.
     The winners' bracket under ``anchor`` seeding is the seeded bracket (padded to a power of

@@ -24,6 +24,8 @@ class Pointwise(Constructor):
     get equal rewards; all equal or all failed: advantage 0. Nothing is ordered by index.
     """
 
+    unused_params = ("order",)  # scores only: no comparison to show in an order
+
     def play(self, group, rng):
         replies = yield [Score(i, votes=self.votes) for i in range(len(group))]
         score = np.array([r.score for r in replies])

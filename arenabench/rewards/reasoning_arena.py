@@ -37,7 +37,10 @@ class _ArenaBase(BradleyTerryBase):
 @register("reasoning_arena_live")
 @dataclass
 class ReasoningArenaLive(_ArenaBase):
-    """Traces arrive in index order; each new one plays the current best, worst and median
+    """Reasoning Arena's live tournament: each new trace plays the current best, worst and median
+    (3N − 6 comparisons in N − 1 waves); Bradley-Terry over all, min-max to [0, 1].
+
+    Traces arrive in index order; each new one plays the current best, worst and median
     of those already placed (fewer while fewer exist): 0 + 1 + 2 + 3(N−3) = 3N − 6
     comparisons (18 at N = 8) in N − 1 waves. "Current" = the BT fit so far, ties by
     arrival (strengths within the fit's round-off, 1e-7, are ties: ``snap``; each wave's fit

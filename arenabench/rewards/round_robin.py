@@ -21,7 +21,9 @@ from arenabench.rewards.failures import failure_flags, split_failures
 @register("round_robin")
 @dataclass
 class RoundRobin(Constructor):
-    """Score = normalized win rate ``(1/(N−1)) Σ_j (1[s_i > s_j] + ½·1[s_i = s_j])``: a tie is
+    """ArenaRL's round-robin: every pair once (N(N−1)/2 comparisons), rank by normalized win rate.
+
+    Score = normalized win rate ``(1/(N−1)) Σ_j (1[s_i > s_j] + ½·1[s_i = s_j])``: a tie is
     half a win for each side. The paper counts a tie as no win; on a continuous judge ties
     essentially never occur and the two rules agree, but on an integer-grid rubric judge (0–10
     per side: over half of all matches tie at N = 8) the paper's rule throws that information

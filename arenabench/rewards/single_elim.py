@@ -20,7 +20,10 @@ from arenabench.rewards.brackets import (
 @register("seeded_single_elim")
 @dataclass
 class SeededSingleElim(Constructor):
-    """Phase 1: anchor-based seeding (N−1 comparisons, one wave). Phase 2: a bracket seed 1
+    """ArenaRL's seeded single-elimination: anchor seeding, then a seeded bracket; rank by survival
+    depth (2N−2 comparisons).
+
+    Phase 1: anchor-based seeding (N−1 comparisons, one wave). Phase 2: a bracket seed 1
     vs N, 2 vs N−1, … with byes for the top seeds (N−1 comparisons, ⌈log2 N⌉ waves).
 
     Rank by survival depth (champion 0, final loser 1, semi-final losers 2–3, …; the

@@ -97,7 +97,10 @@ class BTBracket(_Sparse):
 @register("adaptive_pairs")
 @dataclass
 class AdaptivePairs(_Sparse):
-    """Round 1: every rollout vs the greedy anchor (N−1 comparisons, one wave). Then ``rounds``
+    """Every rollout vs the greedy anchor, then ``rounds`` waves on the closest unplayed pairs by
+    the current estimate: ``budget`` comparisons in all (default 2N−2).
+
+    Round 1: every rollout vs the greedy anchor (N−1 comparisons, one wave). Then ``rounds``
     waves, each spending ⌈remaining budget / rounds left⌉ comparisons on the unplayed pairs with
     the smallest gap in the current estimate (Bradley-Terry strengths by default; gap ties by
     index), each trajectory in at most ⌈2·size/N⌉ of a round's pairs while others remain (then

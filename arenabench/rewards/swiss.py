@@ -40,7 +40,10 @@ def pair_players(order: list[int], played: set[frozenset]) -> list[tuple[int, in
 @register("swiss")
 @dataclass
 class Swiss(Constructor):
-    """``rounds`` (default ⌈log2 N⌉) rounds of ⌊N/2⌋ matches. Round 1 pairs a random order
+    """ArenaRL's Swiss system: ``rounds`` rounds of ⌊N/2⌋ matches between equal records; rank by
+    points.
+
+    ``rounds`` (default ⌈log2 N⌉) rounds of ⌊N/2⌋ matches. Round 1 pairs a random order
     (the paper gives no seeding). Standings: points (win 1, tie ½), then the random
     initial order. Pairing: equal records without rematches (a rematch only if no
     rematch-free pairing exists, flagged). Bye rule (odd N): the lowest-standing player

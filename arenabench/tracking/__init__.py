@@ -21,6 +21,7 @@ from arenabench.tracking.params import (
 from arenabench.tracking.store import (
     DEFAULT_URI,
     artifact_dir,
+    check_store_folder,
     get_or_create_experiment,
     lock_for,
     open_client,
@@ -30,7 +31,7 @@ from arenabench.tracking.store import (
     tracking_uri,
 )
 from arenabench.tracking.tags import IDENTITY_TAG, build_job_tags, git_commit
-from arenabench.tracking.tracker import STATUSES, RunLogger, Tracker
+from arenabench.tracking.tracker import STATUSES, RunLogger, Tracker, source_tags
 
 __all__ = [
     "DEFAULT_URI",
@@ -44,6 +45,7 @@ __all__ = [
     "Tracker",
     "artifact_dir",
     "build_job_tags",
+    "check_store_folder",
     "fail_dead_runs",
     "finished_run",
     "flatten",
@@ -56,6 +58,7 @@ __all__ = [
     "owner_tags",
     "preimport_store",
     "search_all",
+    "source_tags",
     "sqlite_path",
     "tracking_uri",
     "truncate",

@@ -41,7 +41,7 @@ def tracking_uri(uri: str | None = None) -> str:
     """The tracking URI to use: ``uri`` if given, else ``$MLFLOW_TRACKING_URI``, else
     :data:`DEFAULT_URI`. A sqlite URI with a relative path is made absolute (relative to the
     current directory, so that every job of a sweep and a later ``arenabench compare`` agree on
-    the file) and the database's parent directory is created."""
+    the file). Creates nothing: :func:`open_client` checks (or, asked to, creates) the folder."""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     parts = _sqlite_parts(uri)
     if parts is None:
@@ -51,7 +51,22 @@ def tracking_uri(uri: str | None = None) -> str:
     if not p.is_absolute():
         p = Path.cwd() / p
         uri = f"{scheme}:///{p}{query}"  # p starts with "/": sqlite:////abs/path.db
-    p.parent.mkdir(parents=True, exist_ok=True)
+    return uri
+
+
+def check_store_folder(uri: str | None = None, *, create: bool = False) -> str:
+    """The resolved ``uri``; for a sqlite store whose folder does not exist, a ValueError naming
+    it — a typo in a path must not silently start a new, empty store somewhere else — unless
+    ``create`` (then the folder is made)."""
+    uri = tracking_uri(uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.parent.is_dir():
+        if not create:
+            raise ValueError(
+                f"tracking URI {uri}: folder {db.parent} does not exist (a typo?); create it, or "
+                "ask for it to be created (arenabench-train: tracking.create=true)"
+            )
+        db.parent.mkdir(parents=True, exist_ok=True)
     return uri
 
 
@@ -149,20 +164,31 @@ def preimport_store(uri: str) -> None:
         import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 
 
-def open_client(uri: str | None = None, *, must_exist: bool = False):
+def open_client(uri: str | None = None, *, must_exist: bool = False, create: bool = False):
     """An ``MlflowClient`` on the store ``uri`` (resolved by :func:`tracking_uri`), connected
     under :func:`lock_for` because a first connect may create or migrate the tables.
     ``must_exist``: a missing sqlite file is a ValueError, so that readers do not create an
-    empty database."""
+    empty database. A sqlite store's folder must exist unless ``create``
+    (:func:`check_store_folder`). A store that cannot be read (not a database, corrupt, a newer
+    schema) is one ValueError naming it, not a SQLAlchemy traceback."""
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri(uri)
     db = sqlite_path(uri)
     if must_exist and db is not None and not db.exists():
         raise ValueError(f"no MLflow database at {db} (tracking URI {uri})")
+    check_store_folder(uri, create=create)
     preimport_store(uri)
     with lock_for(uri):
-        return MlflowClient(tracking_uri=uri)
+        if db is None:
+            return MlflowClient(tracking_uri=uri)
+        try:  # connecting opens (a new file: creates) the database; the query reads it
+            client = MlflowClient(tracking_uri=uri)
+            client.search_experiments(max_results=1)
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"cannot open MLflow store {db}: {first[:300]}") from None
+        return client
 
 
 def artifact_dir(db: Path, experiment: str) -> str:

@@ -31,6 +31,25 @@ from arenabench.tracking.tags import IDENTITY_TAG
 STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 
+def source_tags() -> dict[str, str]:
+    """MLflow's own context tags for a run started by this process (``mlflow.user``,
+    ``mlflow.source.name``/``type``, ``mlflow.source.git.commit``/``branch``/``repoURL``):
+    the tags ``mlflow.start_run`` adds, which ``MlflowClient.create_run`` does not. From
+    MLflow's context-provider registry, so the UI's source and commit columns fill in."""
+    from pathlib import Path
+
+    from mlflow.tracking.context.registry import resolve_tags
+
+    from arenabench.tracking.tags import git_commit
+
+    tags = {k: str(v) for k, v in resolve_tags({}).items()}
+    # MLflow looks for git only beside sys.argv[0]: a console script (arenabench-train) or pytest
+    # lives in the venv. The code that runs is arenabench's checkout: take its commit there.
+    if "mlflow.source.git.commit" not in tags and (commit := git_commit(Path(__file__).parent)):
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
 class RunLogger:
     """Logs into one existing MLflow run, by id — e.g. a Ray worker writing into the run its
     launcher opened (verl's reward worker) — without owning it: it never ends the run.
@@ -150,7 +169,10 @@ class Tracker(RunLogger):
     With ``identity`` (tag ``job_key``) the tracker first marks FAILED the RUNNING runs of the
     same identity whose owner process died (a SIGKILLed job: see
     :mod:`arenabench.tracking.ownership`); their ids are in :attr:`stale_failed`. Every run
-    carries owner tags (host, pid, process start time).
+    carries owner tags (host, pid, process start time) and MLflow's standard context tags
+    (:func:`source_tags`: ``mlflow.user``, ``mlflow.source.name``/``type``,
+    ``mlflow.source.git.commit``/``branch``/``repoURL``), as runs of MLflow's fluent API (TRL's)
+    carry them. ``create``: make a missing sqlite folder (else it is an error).
 
     Attributes:
         skipped: non-finite metric values dropped (see :class:`RunLogger`).
@@ -166,6 +188,7 @@ class Tracker(RunLogger):
         uri: str | None = None,
         flush_every: int = 50,
         identity: str | None = None,
+        create: bool = False,
     ):
         uri = tracking_uri(uri)
         flush_every = max(1, int(flush_every))  # a bad value fails before a run exists
@@ -175,7 +198,8 @@ class Tracker(RunLogger):
         self.stale_failed: list[str] = []
         all_tags = {**(tags or {}), **owner_tags(), **({IDENTITY_TAG: identity} if identity else {})}
         run_tags = {str(k): truncate(str(v), TAG_VALUE_LIMIT) for k, v in all_tags.items()}
-        client = open_client(uri)  # first connect may create the tables: under the lock
+        run_tags = {**source_tags(), **run_tags}
+        client = open_client(uri, create=create)  # first connect may create the tables: under the lock
         with lock_for(uri):
             self.experiment_id = get_or_create_experiment(client, experiment, uri)
             if identity:

@@ -16,7 +16,15 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from arenabench.tracking import DEFAULT_URI, Tracker, flatten, git_commit, lock_for, tracking_uri
+from arenabench.tracking import (
+    DEFAULT_URI,
+    Tracker,
+    flatten,
+    git_commit,
+    lock_for,
+    open_client,
+    tracking_uri,
+)
 
 # MLflow's own SQLAlchemy mappers trigger this on import; not ours to fix
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
@@ -151,14 +159,47 @@ def test_tracking_uri_precedence_and_relative_sqlite_paths(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert tracking_uri() == f"sqlite:///{tmp_path}/results/mlflow.db" == tracking_uri(DEFAULT_URI)
-    assert (tmp_path / "results").is_dir()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///env/db.sqlite")
     assert tracking_uri() == f"sqlite:///{tmp_path}/env/db.sqlite"
-    assert (tmp_path / "env").is_dir()
+    assert not (tmp_path / "results").exists() and not (tmp_path / "env").exists()  # creates nothing
     assert tracking_uri("sqlite:////abs/x.db") == "sqlite:////abs/x.db"  # explicit wins
     assert tracking_uri("http://localhost:5000") == "http://localhost:5000"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
     assert tracking_uri() == "http://mlflow:5000"
+
+
+def test_a_missing_store_folder_is_an_error_unless_asked_to_create_it(tmp_path):
+    uri = f"sqlite:///{tmp_path}/typo/mlflow.db"
+    with pytest.raises(ValueError, match=r"folder .*typo does not exist \(a typo\?\)"):
+        open_client(uri)
+    with pytest.raises(ValueError, match="does not exist"):
+        Tracker("x", uri=uri)
+    assert not (tmp_path / "typo").exists()  # the failed command created nothing
+    with Tracker("x", uri=uri, create=True) as t:
+        t.log_metrics({"m": 1.0}, step=0)
+    assert (tmp_path / "typo" / "mlflow.db").exists()
+
+
+def test_a_corrupt_store_is_one_error_naming_it(tmp_path):
+    db = tmp_path / "mlflow.db"
+    db.write_text("not a database\n" * 100)
+    with pytest.raises(ValueError) as e:
+        open_client(f"sqlite:///{db}")
+    assert str(e.value).startswith(f"cannot open MLflow store {db}: ") and "\n" not in str(e.value)
+
+
+def test_local_runs_carry_mlflows_source_and_git_tags(tmp_path):
+    uri = f"sqlite:///{tmp_path}/m.db"
+    with Tracker("tags", uri=uri) as t:
+        pass
+    tags = open_client(uri).get_run(t.run_id).data.tags
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
+    assert "mlflow.user" in tags
+    # the commit of the code that ran (the checkout arenabench is imported from), whatever
+    # started the process (pytest here; MLflow itself looks only beside sys.argv[0])
+    commit = git_commit(Path(__file__).parent)
+    assert commit is not None  # the tests run in a git checkout (CI: a clone)
+    assert tags["mlflow.source.git.commit"] == commit
 
 
 def test_lock_for_is_reentrant_and_noop_off_sqlite(tmp_path):
@@ -271,6 +312,7 @@ def test_cli_compare_csv_roundtrip_and_bad_experiment(cmp_store, tmp_path, capsy
 
     png = tmp_path / "cli.png"
     argv = ["compare", "--experiment", "cmp", "--uri", cmp_store, "--format", "csv", "--plot", str(png)]
+    argv += ["--metric", "eval_win_rate"]
     assert cli.main(argv) == 0
     got = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("setting")
     assert got.loc["reward=anchor", "mean"] == pytest.approx(0.7, abs=1e-12)
@@ -279,10 +321,15 @@ def test_cli_compare_csv_roundtrip_and_bad_experiment(cmp_store, tmp_path, capsy
     assert list(got["n"]) == [3, 3] and png.stat().st_size > 0
 
     out = tmp_path / "t.md"
-    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, "--format", "markdown", "-o", str(out)]) == 0
+    win = ["--metric", "eval_win_rate"]
+    md = ["--format", "markdown", "-o", str(out), *win]
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, *md]) == 0
     assert out.read_text().splitlines()[0] == "| setting | n | mean | std | mean ± std |"
-    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store]) == 0
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, *win]) == 0
     assert "0.700 ± 0.100" in capsys.readouterr().out
+    # the default metric is the primary one; this store has none: one error naming what it has
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store]) == 2
+    assert "unknown metric 'eval_sampled_quality'; available: eval_win_rate, snr" in capsys.readouterr().err
 
     assert cli.main(["compare", "--experiment", "nope", "--uri", cmp_store]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -291,3 +338,46 @@ def test_cli_compare_csv_roundtrip_and_bad_experiment(cmp_store, tmp_path, capsy
     assert cli.main(["compare", "--experiment", "cmp", "--uri", missing]) == 2
     assert "no MLflow database" in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()
+    in_missing_folder = f"sqlite:///{tmp_path}/no/such/folder/m.db"
+    assert cli.main(["compare", "--experiment", "cmp", "--uri", in_missing_folder]) == 2
+    assert not (tmp_path / "no").exists()  # a failed command creates nothing
+
+
+def test_compare_warns_about_unfinished_runs_it_leaves_out(cmp_store, capsys):
+    from arenabench import cli
+    from arenabench.compare import UnfinishedRunsWarning, load_runs
+
+    want = r"1 run\(s\) of sweep multirun/new did not finish \(1 FAILED\)"
+    with pytest.warns(UnfinishedRunsWarning, match=want):
+        df = load_runs("cmp", uri=cmp_store)
+    assert df.attrs["unfinished"] == {"FAILED": 1}
+    assert cli.main(["compare", "-e", "cmp", "--uri", cmp_store, "--metric", "eval_win_rate"]) == 0
+    warned = [e for e in capsys.readouterr().err.splitlines() if e.startswith("arenabench: warning:")]
+    assert len(warned) == 1 and "1 run(s) of sweep multirun/new did not finish (1 FAILED)" in warned[0]
+
+
+def test_compare_groups_by_arm_and_warns_when_a_grouping_pools_arms(tmp_path, capsys):
+    """pointwise and pointwise_budget share the constructor 'pointwise' but are different arms."""
+    from arenabench import cli
+    from arenabench.compare import PooledArmsWarning, load_runs, summarize
+
+    uri = f"sqlite:///{tmp_path}/pool.db"
+    for reward, value in (("pointwise", 0.1), ("pointwise_budget", 0.3)):
+        for seed in range(2):
+            tags = {"constructor": "pointwise", "reward": reward, "setting": f"reward={reward}",
+                    "seed": seed, "sweep": "s"}  # fmt: skip
+            with Tracker("pool", tags=tags, uri=uri) as t:
+                t.log_metrics({"eval_sampled_quality": value + seed / 100}, step=0)
+    df = load_runs("pool", uri=uri)
+    by_arm = summarize(df, metric="eval_sampled_quality").set_index("setting")
+    assert list(by_arm["n"]) == [2, 2]
+    assert by_arm.loc["reward=pointwise_budget", "mean"] == pytest.approx(0.305)
+    want = "pools different arms .*reward=pointwise \\| reward=pointwise_budget"
+    with pytest.warns(PooledArmsWarning, match=want):
+        pooled = summarize(df, metric="eval_sampled_quality", by="constructor")
+    assert list(pooled["n"]) == [4]
+    assert cli.main(["compare", "-e", "pool", "--uri", uri]) == 0  # the primary metric, by arm
+    out, err = capsys.readouterr()
+    assert "reward=pointwise_budget" in out and err == ""
+    assert cli.main(["compare", "-e", "pool", "--uri", uri, "--by", "constructor"]) == 0
+    assert capsys.readouterr().err.startswith("arenabench: warning: grouping by 'constructor' pools")

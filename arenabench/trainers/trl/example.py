@@ -46,6 +46,54 @@ def build_model(path: str | Path) -> Path:
     )
 
 
+def warm_start(
+    base: str | Path,
+    path: str | Path,
+    *,
+    copy_rate: float = 0.5,
+    steps: int = 200,
+    lr: float = 3e-3,
+    batch: int = 32,
+    seed: int = 0,
+) -> Path:
+    """Cold-start SFT of the tiny model ``base`` into ``path`` (idempotent), as ArenaRL's RL starts
+    from an SFT model: next-token cross-entropy on answers of an *imperfect copier* — each word of
+    the prompt kept with probability ``copy_rate``, else a random colour word, then ``</s>``.
+
+    Why: a random 2-layer model almost never writes a prompt word in 8 tokens (true quality at the
+    floor, −2: every completion equally bad, so any constructor ranks noise and RL learns nothing —
+    measured). After this start the policy writes colour words and copies some, so groups differ
+    and RL can raise the copy rate (true quality) — what the example is meant to show."""
+    path = Path(path)
+    if (path / "config.json").exists() and any(path.glob("*.safetensors")):
+        return path
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    rng = random.Random(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        texts = []
+        for _ in range(batch):
+            words = [rng.choice(WORDS) for _ in range(rng.randint(2, 4))]
+            answer = [w if rng.random() < copy_rate else rng.choice(WORDS) for w in words]
+            texts.append(f"copy: {' '.join(words)}\n{' '.join(answer)}{tok.eos_token}")
+        enc = tok(texts, return_tensors="pt", padding=True)
+        labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+        loss = model(**enc, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return path
+
+
 def copy_dataset(n: int = 16, seed: int = 0):
     """``prompt`` ("copy: red blue") and ``ground_truth`` ("red blue") rows, a ``datasets.Dataset``."""
     from datasets import Dataset
@@ -83,6 +131,20 @@ def judge_config(args: argparse.Namespace) -> dict[str, Any]:
     return cfg
 
 
+def mlflow_defaults(experiment: str = "trl") -> None:
+    """Where TRL's MLflow callback (transformers' ``MLflowCallback``, which reads the environment)
+    logs: ``$MLFLOW_TRACKING_URI`` if set, else arenabench's store (``results/mlflow.db``, as the
+    local trainer's runs) — not MLflow's own default, a ``mlflow.db`` in the current directory
+    (the repository root, untracked). The store's folder must exist (as everywhere in
+    arenabench); experiment ``$MLFLOW_EXPERIMENT_NAME``, else ``trl``."""
+    import os
+
+    from arenabench.tracking import check_store_folder
+
+    os.environ["MLFLOW_TRACKING_URI"] = check_store_folder(os.environ.get("MLFLOW_TRACKING_URI"))
+    os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", experiment)
+
+
 def make_trainer(
     args: argparse.Namespace, reward: ArenaReward | None = None, *, check: bool = True, **config_overrides
 ):
@@ -91,7 +153,12 @@ def make_trainer(
     from trl import GRPOConfig, GRPOTrainer
 
     out = Path(args.out_dir)
-    model = args.model or str(build_model(out / "tiny_model"))
+    model = args.model
+    if model is None:
+        model = str(build_model(out / "tiny_model"))
+        if args.init == "sft":
+            rate = args.sft_copy_rate
+            model = str(warm_start(model, out / f"tiny_model_sft{rate:g}", copy_rate=rate))
     if reward is None:
         reward = ArenaReward(
             args.reward,
@@ -100,6 +167,8 @@ def make_trainer(
             output=args.output,
             seed=args.seed,
         )
+    if args.report_to == "mlflow":
+        mlflow_defaults()
     scale = args.scale_rewards or RECOMMENDED_SCALE_REWARDS[reward.output]
     batch = args.prompts_per_step * args.num_generations
     cfg = dict(
@@ -144,6 +213,13 @@ def make_trainer(
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="a model path or hub id (default: the tiny local model)")
+    p.add_argument(
+        "--init",
+        choices=("sft", "random"),
+        default="sft",
+        help="the tiny model's start: sft (cold-start SFT on an imperfect copier, warm_start) or random",
+    )
+    p.add_argument("--sft-copy-rate", type=float, default=0.5, help="sft: the copier's keep rate per word")
     p.add_argument("--reward", default="seeded_single_elim", help="a registered constructor")
     p.add_argument("--judge", choices=("simulated", "openai"), default="simulated")
     p.add_argument("--preset", default="calibrated", help="simulated judge preset")

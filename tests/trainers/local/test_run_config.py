@@ -58,10 +58,49 @@ def test_every_experiment_and_trainer_converts(experiment):
 
 
 def test_values_are_typed_and_missing_keys_take_the_defaults():
-    rc = RunConfig.from_mapping({"seed": "3", "trainer": {"lr": "0.01", "epochs": 2.0}, "engine": {}})
-    assert rc.seed == 3 and rc.trainer.lr == 0.01 and rc.trainer.epochs == 2
+    rc = RunConfig.from_mapping({"seed": 3, "trainer": {"lr": 1, "epochs": 2}, "engine": {}})
+    assert rc.seed == 3 and rc.trainer.lr == 1.0 and isinstance(rc.trainer.lr, float)
+    assert rc.trainer.epochs == 2
     assert rc.trainer.algo == "grpo" and rc.engine == EngineConfig() and rc.steps == 100
     assert RunConfig.from_mapping(rc) is rc
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"progress": "flase"}, "progress must be true or false; got 'flase'"),
+        ({"tracking": {"enabled": "yes"}}, "tracking.enabled must be true or false; got 'yes'"),
+        ({"seed": "3"}, "seed must be an integer; got '3'"),
+        ({"trainer": {"epochs": 2.5}}, "trainer.epochs must be an integer; got 2.5"),
+        ({"trainer": {"lr": "0.01"}}, "trainer.lr must be a number; got '0.01'"),
+        ({"steps": True}, "steps must be an integer; got True"),
+        ({"steps": 0}, "steps must be >= 1; got 0"),
+        ({"steps": -5}, "steps must be >= 1; got -5"),
+        ({"group_size": 1}, "group_size must be >= 2; got 1"),
+        ({"probe_repeats": 1}, "probe_repeats must be >= 2; got 1"),
+        ({"trainer": {"lr": 0.0}}, "trainer.lr must be > 0.0; got 0.0"),
+        ({"trainer": {"lr": float("nan")}}, "trainer.lr must be > 0.0; got nan"),
+        ({"engine": {"max_failed_share": 1.5}}, "engine.max_failed_share must be <= 1.0; got 1.5"),
+        ({"engine": {"schedule": "eager"}}, "must be one of auto, lockstep, pipelined; got 'eager'"),
+        ({"engine": {"max_inflight": 0}}, "engine.max_inflight must be >= 1; got 0"),
+    ],
+)
+def test_bad_values_are_one_error_naming_what_is_valid(values, message):
+    with pytest.raises(ValueError) as e:
+        RunConfig.from_mapping(values)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_every_problem_is_named_at_once():
+    with pytest.raises(ValueError) as e:
+        RunConfig.from_mapping({"steps": 0, "group_size": 1, "stepz": 3})
+    msg = str(e.value)
+    assert "steps must be >= 1" in msg and "group_size must be >= 2" in msg and "'stepz'" in msg
+
+
+def test_null_stays_allowed_where_the_default_is_null():
+    rc = RunConfig.from_mapping({"engine": {"max_failed_share": None, "max_inflight": None}})
+    assert rc.engine.max_failed_share is None and rc.engine.max_inflight is None
 
 
 def test_unknown_keys_are_one_error_naming_the_valid_keys():
@@ -96,6 +135,6 @@ def test_the_run_config_is_logged_once_at_the_start(caplog):
     from arenabench.trainers.local.trainer import train
 
     with caplog.at_level("INFO", logger="arenabench.trainers.local.trainer"):
-        train(compose_cfg("steps=0", "tracking=none"), progress=False)
+        train(compose_cfg("steps=1", "tracking=none", "eval_every=0"), progress=False)
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("run config:")]
     assert len(logged) == 1 and "max_retries: 2" in logged[0]

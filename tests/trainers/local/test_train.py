@@ -131,9 +131,14 @@ def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
 @pytest.mark.slow
 def test_a_job_that_dies_closes_its_run_as_failed(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    # a bad task parameter fails inside the job, after its MLflow run was opened
+    # a bad task parameter is a config error: one line, exit 2, before any MLflow run
     proc = train_cli("name=dies", "task.n_prompts=0", "steps=3", uri=uri)
-    assert proc.returncode != 0 and "n_prompts must be >= 1" in proc.stderr
+    assert proc.returncode == 2 and "n_prompts must be >= 1" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+    # a judge cache that cannot be created fails inside the job, after its MLflow run was opened
+    (tmp_path / "a_file").write_text("")
+    proc = train_cli("name=dies", f"judge.cache={tmp_path}/a_file/cache.sqlite", "steps=3", uri=uri)
+    assert proc.returncode != 0
     _, runs = runs_of(uri, "dies")
     assert [r.info.status for r in runs] == ["FAILED"]
 
