@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import shlex
 import sys
@@ -72,9 +71,17 @@ def cmd_list(args) -> int:
         print(f"  {name:<15}{_wrapped(PRESET_NOTES.get(name, '') + extra, 17)}")
         if values:
             print(f"  {'':<15}{_wrapped(values, 17)}")
+    from arenabench import judges
+
+    fitted = judges.fitted()
+    if fitted:
+        print("\nfitted judges (conf/judge/NAME.yaml, kind ordinal; docs/calibration.md):")
+        for name in fitted:
+            head = _comment_block(CONF / "judge" / f"{name}.yaml").splitlines()[0]
+            print(f"  {name:<22}{_wrapped(head.split('): ', 1)[-1], 24)}")
     if CONF.is_dir():
         print(f"\nconf variants (arenabench-train GROUP=NAME; files in {CONF}):")
-        same = {"reward": set(rewards.names()), "judge": set(PRESETS)}  # listed above by name
+        same = {"reward": set(rewards.names()), "judge": set(PRESETS) | set(fitted)}  # listed above by name
         for group in sorted(p for p in CONF.iterdir() if p.is_dir() and p.name != "verl"):
             files = sorted(group.glob("*.yaml"))
             plain = [f.stem for f in files if f.stem in same.get(group.name, ())]
@@ -85,13 +92,6 @@ def cmd_list(args) -> int:
             for f in files:
                 if f.stem not in plain:
                     print(f"    {f.stem:<24}{_wrapped(first_sentence(_comment_block(f)), 28)}")
-    from arenabench import judges
-
-    fitted = judges.fitted()
-    if fitted:
-        print("\nfitted judges (conf/judge/NAME.yaml, kind ordinal; arenabench calibrate; docs/calibration.md):")
-        for name in fitted:
-            print(f"  {name:<22}{_wrapped(first_sentence(_comment_block(CONF / 'judge' / (name + '.yaml'))), 24)}")
     return 0
 
 
@@ -313,6 +313,8 @@ def cmd_calibrate(args) -> int:
                 str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
                 f"{name}: predicted on {', '.join(sorted(holdout))}",
             )
+
+
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
