@@ -151,6 +151,20 @@ class RunLogger:
         return f"RunLogger(run_id={self._run_id!r}, uri={self.uri!r})"
 
 
+def _end_fluent_run(run_id: str, status: str) -> None:
+    """End mlflow's *fluent* active run if it is ``run_id``: a framework logging into our run by
+    ``MLFLOW_RUN_ID`` in this process (transformers' ``MLflowCallback`` under TRL) leaves it active
+    when training raises, and mlflow's exit hook would then end it FINISHED over our status."""
+    import sys
+
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is None:
+        return
+    active = mlflow.active_run()
+    if active is not None and active.info.run_id == run_id:
+        mlflow.end_run(status)
+
+
 class Tracker(RunLogger):
     """One MLflow run that this process opens and ends: a :class:`RunLogger` that also owns
     its run.
@@ -224,6 +238,15 @@ class Tracker(RunLogger):
                 exc.add_note(f"(arenabench: closing the MLflow run also failed: {close_exc!r})")
         return False
 
+    def env(self) -> dict[str, str]:
+        """The env vars that make a framework's own MLflow logger (transformers' callback under
+        TRL, verl's in its Ray workers) log into this run instead of opening one."""
+        return {
+            "MLFLOW_TRACKING_URI": self.uri,
+            "MLFLOW_RUN_ID": self.run_id,
+            "MLFLOW_EXPERIMENT_NAME": self.experiment,
+        }
+
     @property
     def status(self) -> str | None:
         """The status the run was ended with; None while it is open."""
@@ -250,6 +273,7 @@ class Tracker(RunLogger):
         self._finished = True
         self._status = status
         try:
+            _end_fluent_run(self._run_id, status)
             with lock_for(self.uri):
                 self.client.set_terminated(self._run_id, status)
         finally:
