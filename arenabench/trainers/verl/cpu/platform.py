@@ -1,10 +1,10 @@
-"""verl's CPU platform, imported by every verl process of a CPU run (``VERL_USE_EXTERNAL_MODULES``).
+"""verl's CPU platform: what ``trainer.device=cpu`` registers in every verl process.
 
 verl 0.9.1 has no CPU path: with no accelerator its platform manager falls back to ``nvidia``,
-the FSDP engines are registered for ``cuda``/``npu`` only and every rollout backend is a GPU
-server. Importing this module — which ``import verl`` does in each Ray process, before anything
-asks for the platform, because the launcher lists it in ``VERL_USE_EXTERNAL_MODULES`` and sets
-``VERL_PLATFORM=cpu`` — registers, through verl's own registries:
+and the FSDP engines are registered for ``cuda``/``npu`` only. The plugin module
+(:mod:`arenabench.trainers.verl.plugin`, imported by ``import verl`` in each Ray process because
+the launcher lists it in ``VERL_USE_EXTERNAL_MODULES``) imports this module and calls
+:func:`install` when ``VERL_PLATFORM=cpu``, which registers through verl's own registries:
 
 * :class:`PlatformCPU` under ``cpu`` (``PlatformRegistry``). Its Ray resource is ``GPU``: the run
   declares one (``ray_kwargs.ray_init.num_gpus=1``) because verl's resource check and placement
@@ -12,11 +12,11 @@ asks for the platform, because the launcher lists it in ``VERL_USE_EXTERNAL_MODU
   memory and name queries verl's logging calls (``memory_reserved``, ``get_device_name``, ...),
   which ``torch.cpu`` lacks;
 * verl's FSDP engines (actor/ref and critic classes, unchanged) for device ``cpu``
-  (``EngineRegistry``; FSDP2 only — FSDP1 hard-codes ``sync_module_states=True``, a GPU op);
-* the ``hf`` rollout backend (:mod:`.rollout`) in verl's rollout and replica registries, and
-  its agent loop ``hf_single_turn_agent`` (verl's single-turn loop, requests keyed by session).
+  (``EngineRegistry``; FSDP2 only — FSDP1 hard-codes ``sync_module_states=True``, a GPU op).
 
-Two calls verl makes cannot work on a CPU and have no extension point; each is narrowed here:
+The rollout is the ``hf`` backend (:mod:`arenabench.trainers.verl.hf_rollout`), which the plugin
+registers for GPU runs too. Two calls verl makes cannot work on a CPU and have no extension point;
+each is narrowed here (on a CPU run only — a GPU run keeps verl's own):
 
 * FSDP2's ``CPUOffloadPolicy(pin_memory=True)`` (verl's ref engine): pinned memory needs an
   accelerator, so the engine module's ``CPUOffloadPolicy`` is a subclass that never pins;
@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from arenabench.trainers.verl.cpu import VERL_VERSION, check_verl_version
+from arenabench.trainers.verl.hf import VERL_VERSION, check_verl_version
 
 check_verl_version(importlib.metadata.version("verl"))
 
@@ -43,8 +43,6 @@ from verl.plugin.platform.platform_base import PlatformBase  # noqa: E402
 from verl.plugin.platform.platform_manager import PlatformRegistry  # noqa: E402
 
 NAME = "cpu"
-ROLLOUT_MODULE = "arenabench.trainers.verl.cpu.rollout"
-AGENT_LOOP = "hf_single_turn_agent"
 
 
 class _CPUDevice:
@@ -217,26 +215,10 @@ def _dedupe_gloo() -> None:
     dist.init_process_group = init_process_group
 
 
-def _register_rollout() -> None:
-    from verl.workers.rollout import base as rollout_base
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
-
-    rollout_base._ROLLOUT_REGISTRY[("hf", "async")] = f"{ROLLOUT_MODULE}.HFServerAdapter"
-
-    def _load_hf():
-        from arenabench.trainers.verl.cpu.rollout import HFReplica
-
-        return HFReplica
-
-    RolloutReplicaRegistry.register("hf", _load_hf)
-
-    from verl.experimental.agent_loop import agent_loop
-
-    agent_loop._agent_loop_registry[AGENT_LOOP] = {"_target_": f"{ROLLOUT_MODULE}.SessionAgentLoop"}
+def install() -> None:
+    """Register the ``cpu`` engines and narrow verl's two GPU-only calls (idempotent)."""
+    _register_engines()
+    _dedupe_gloo()
 
 
-_register_engines()
-_dedupe_gloo()
-_register_rollout()
-
-__all__ = ["CPU_DEVICE", "NAME", "VERL_VERSION", "PlatformCPU"]
+__all__ = ["CPU_DEVICE", "NAME", "VERL_VERSION", "PlatformCPU", "install"]
