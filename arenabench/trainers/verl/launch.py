@@ -363,6 +363,27 @@ def _use_cpu_platform() -> None:
         platform_manager.set_platform(platform.PlatformCPU())
 
 
+def _children() -> list:
+    """This process's descendants (the local Ray cluster verl started, and its workers)."""
+    import psutil
+
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _wait_for(procs: list, timeout_s: float) -> None:
+    """Wait (bounded) until ``procs`` are gone: Ray's workers exit once ``ray.shutdown`` took the
+    raylet down, and one of them may still end the MLflow run on its way out."""
+    import contextlib
+
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        psutil.wait_procs(procs, timeout=timeout_s)
+
+
 def _signalled(exc: BaseException) -> BaseException:
     """``exc``, or :class:`~arenabench.tracking.Killed` when it is Ray's answer to SIGTERM:
     ``ray.init`` (inside verl's ``run_ppo``) replaces the launcher's SIGTERM handler with one that
@@ -454,11 +475,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         import ray
 
+        cluster = _children()  # before the shutdown orphans the workers
         if ray.is_initialized():  # verl's run_ppo starts a local cluster and leaves it running
             ray.shutdown()
-        # verl's MLflow logger ends the run FINISHED whatever happened: the launcher's status wins
+        # verl's MLflow logger ends the run FINISHED whatever happened (in its Ray worker, also at
+        # that worker's exit): the launcher's status is written once they are gone
         status = status_for(error)
         if tracker is not None:
+            if status != "FINISHED":
+                _wait_for(cluster, 60.0)
             tracker.finish(status)
         print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)
     return 0
