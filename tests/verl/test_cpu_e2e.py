@@ -200,7 +200,7 @@ def test_every_logged_group_has_the_engines_advantages_and_verl_trained_on_them(
     by_run: dict[int, list[dict]] = {}
     for g in groups:
         by_run.setdefault(g["run"], []).append(g)
-    for run, flush in sorted(by_run.items()):
+    for _run, flush in sorted(by_run.items()):
         flush.sort(key=lambda g: g["position"])
         assert [g["position"] for g in flush] == list(range(flush[0]["flush_groups"]))
         built = []
@@ -212,7 +212,11 @@ def test_every_logged_group_has_the_engines_advantages_and_verl_trained_on_them(
             )
             meta = {"uid": g["uid"], "data_source": g["data_source"], "answer": g["ground_truth"]}
             built.append(Group(g["prompt"], trajs, anchor=0, meta=meta))
-        out = Engine(judges.get("calibrated"), seed=0).run(rewards.get("seeded_single_elim"), built, step=run)
+        step = flush[0]["engine_step"]  # the engine's step is the groups' training step
+        assert step == flush[0]["global_steps"]
+        out = Engine(judges.get("calibrated"), seed=0).run(
+            rewards.get("seeded_single_elim"), built, step=step
+        )
         advs, masked = mask_unreliable(out.results, DEFAULT_MAX_FAILED_SHARE)
         assert masked == 0
         for g, res, adv in zip(flush, out.results, advs, strict=True):

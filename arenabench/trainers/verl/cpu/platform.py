@@ -46,7 +46,8 @@ NAME = "cpu"
 
 
 class _CPUDevice:
-    """``torch.cpu`` plus the ``torch.cuda``-style queries verl calls on its device module.
+    """``torch.cpu`` plus the ``torch.cuda``-style calls verl makes on its device module (memory
+    and name queries, seeding, RNG state for checkpoints).
 
     Memory counters are 0: verl only logs them. ``mem_get_info`` reports host memory."""
 
@@ -86,6 +87,11 @@ class _CPUDevice:
         torch.manual_seed(seed)
 
     manual_seed_all = manual_seed
+
+    # the device's generator is the CPU one: verl's checkpoint restores it under the key "cpu"
+    # (FSDPCheckpointManager.load_rng_state), which a resumed CPU run needs
+    get_rng_state = staticmethod(torch.get_rng_state)
+    set_rng_state = staticmethod(torch.set_rng_state)
 
 
 CPU_DEVICE = _CPUDevice()
