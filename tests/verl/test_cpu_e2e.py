@@ -414,7 +414,9 @@ def test_the_resumed_step_has_exactly_the_uninterrupted_runs_rewards_and_weights
     )
     assert after.keys() == ref.keys()
     diffs = {k: float((after[k].float() - ref[k].float()).abs().max()) for k in ref}
-    assert max(diffs.values()) == 0.0, diffs
+    # equal up to float32 round-off (3.7e-9 seen); a step-2 update is ~lr = 1e-6 per weight, and one
+    # from fresh Adam moments (optimizer state not restored) would differ from it by about as much
+    assert max(diffs.values()) < 1e-7, diffs
 
 
 def test_the_resumed_run_re_pays_no_judge_call(resumed, runs):
