@@ -312,10 +312,10 @@ def _cache_rows(path: Path) -> int:
 @pytest.fixture(scope="module")
 def resumed(runs, tiny_dir, tmp_path_factory):
     """The GRPO run of ``runs`` again, preempted: (A) checkpointing every step, SIGKILLed with its
-    whole session once step 1 is checkpointed and logged; (D) relaunched, SIGTERMed once verl's
-    trainer started; (B) relaunched, resumes from the step-1 checkpoint and finishes step 2. One
-    checkpoint directory and judgment cache for the three; ``runs['grpo']`` is the uninterrupted
-    reference."""
+    whole session once step 1 is checkpointed and logged; (B) relaunched, resumes from the step-1
+    checkpoint and finishes step 2. One checkpoint directory and judgment cache for both;
+    ``runs['grpo']`` is the uninterrupted reference. (A SIGTERM to a launcher once Ray is up is
+    not tested here: Ray's C++ failure-signal handler aborts the driver first; docs/verl.md.)"""
     from mlflow.tracking import MlflowClient
 
     out = tmp_path_factory.mktemp("cpu_resume")
@@ -338,21 +338,12 @@ def resumed(runs, tiny_dir, tmp_path_factory):
     got = {"killed": _finish(a, rc_ok=(-signal.SIGKILL,), kill_session=True)}
     got["rows_after_kill"] = _cache_rows(cache)
 
-    d = _start(out, "terminated", overrides, tiny_dir, ckpt, RESUME_SAVE)
-
-    def trainer_started():  # verl's own logger logged its params: Ray is up, fit() has begun
-        rid = _run_id(d["log_path"].read_text())
-        return rid is not None and bool(client.get_run(rid).data.params)
-
-    _wait_for("verl's trainer", d, trainer_started)
-    os.kill(d["proc"].pid, signal.SIGTERM)  # a scheduler's polite stop, to the launcher only
-    got["terminated"] = _finish(d, rc_ok=(128 + signal.SIGTERM,))
     got["rows_before_resume"] = _cache_rows(cache)
 
     got["resumed"] = _finish(_start(out, "resumed", overrides, tiny_dir, ckpt, RESUME_SAVE))
     got["rows_final"] = _cache_rows(cache)
     got["uri"] = f"sqlite:///{out}/mlflow.db"
-    for name in ("killed", "terminated", "resumed"):
+    for name in ("killed", "resumed"):
         print(f"{name}: {got[name]['wall_s']:.0f} s")
     return got
 
@@ -361,18 +352,14 @@ def test_preempted_runs_are_closed_truthfully_and_the_resumed_run_continues_them
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(resumed["uri"])
-    a, d, b = (client.get_run(resumed[k]["run_id"]) for k in ("killed", "terminated", "resumed"))
+    a, b = (client.get_run(resumed[k]["run_id"]) for k in ("killed", "resumed"))
     # the SIGKILLed launch's run, closed by the next launch of the same job (its checkpoint dir)
     assert a.info.status == "FAILED" and "died without closing the run" in a.data.tags["failed_reason"]
-    assert "closed as FAILED the run " + a.info.run_id in resumed["terminated"]["log"]
-    # the SIGTERMed one closed its own, KILLED, though ray.init had replaced its SIGTERM handler
-    assert d.info.status == "KILLED" and "arenabench-verl: KILLED after" in resumed["terminated"]["log"]
-    assert b.info.status == "FINISHED"
-    assert len({r.data.tags["job_key"] for r in (a, d, b)}) == 1
-    # each relaunch continues the latest run of the job from the checkpoint's step, linked both ways
-    assert (d.data.tags["resumed_from"], d.data.tags["resume_step"]) == (a.info.run_id, "1")
-    assert (b.data.tags["resumed_from"], b.data.tags["resume_step"]) == (d.info.run_id, "1")
-    assert (a.data.tags["resumed_by"], d.data.tags["resumed_by"]) == (d.info.run_id, b.info.run_id)
+    assert "closed as FAILED the run " + a.info.run_id in resumed["resumed"]["log"]
+    assert b.info.status == "FINISHED" and a.data.tags["job_key"] == b.data.tags["job_key"]
+    # the relaunch continues the job's latest run from the checkpoint's step, linked both ways
+    assert (b.data.tags["resumed_from"], b.data.tags["resume_step"]) == (a.info.run_id, "1")
+    assert a.data.tags["resumed_by"] == b.info.run_id
     assert "Resuming from" in resumed["resumed"]["log"] and "global_step_1" in resumed["resumed"]["log"]
     # the resumed run alone holds the whole curve: one point per step, step 1 as the killed run logged it
     uri = resumed["uri"]
