@@ -3,6 +3,7 @@ imported only when a :class:`Tracker` is opened or a store is read.
 
 Modules, by concern: :mod:`~arenabench.tracking.store` (URI, sqlite file, lock, experiments),
 :mod:`~arenabench.tracking.ownership` (owners of runs, dead runs, finished runs),
+:mod:`~arenabench.tracking.resume` (a resumed job's run continues its predecessor's),
 :mod:`~arenabench.tracking.params` (flattening and MLflow's limits),
 :mod:`~arenabench.tracking.tags` (provenance and the job tags both apps use),
 :mod:`~arenabench.tracking.tracker` (:class:`RunLogger`, :class:`Tracker`). Import from here.
@@ -18,6 +19,7 @@ from arenabench.tracking.params import (
     json_safe,
     truncate,
 )
+from arenabench.tracking.resume import carry_history, continue_run, previous_run
 from arenabench.tracking.store import (
     DEFAULT_URI,
     artifact_dir,
@@ -31,11 +33,12 @@ from arenabench.tracking.store import (
     tracking_uri,
 )
 from arenabench.tracking.tags import IDENTITY_TAG, build_job_tags, git_commit
-from arenabench.tracking.tracker import STATUSES, RunLogger, Tracker, source_tags
+from arenabench.tracking.tracker import STATUSES, Killed, RunLogger, Tracker, source_tags, status_for
 
 __all__ = [
     "DEFAULT_URI",
     "IDENTITY_TAG",
+    "Killed",
     "METRICS_PER_BATCH",
     "PARAMS_TAGS_PER_BATCH",
     "PARAM_VALUE_LIMIT",
@@ -46,6 +49,8 @@ __all__ = [
     "artifact_dir",
     "build_job_tags",
     "check_store_folder",
+    "carry_history",
+    "continue_run",
     "fail_dead_runs",
     "finished_run",
     "flatten",
@@ -57,9 +62,11 @@ __all__ = [
     "owner_alive",
     "owner_tags",
     "preimport_store",
+    "previous_run",
     "search_all",
     "source_tags",
     "sqlite_path",
+    "status_for",
     "tracking_uri",
     "truncate",
 ]

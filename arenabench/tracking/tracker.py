@@ -50,6 +50,27 @@ def source_tags() -> dict[str, str]:
     return tags
 
 
+class Killed(SystemExit):
+    """Raised by an open :class:`Tracker`'s SIGTERM handler (a scheduler's preemption, a
+    ``timeout``): a ``SystemExit`` with the shell's code for death by that signal (128 + signum),
+    so a job that does not catch it exits as if killed, after closing its run as ``KILLED``."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + int(signum))
+        self.signum = int(signum)
+
+
+def status_for(exc: BaseException | None) -> str:
+    """The status a run ends with when its block ends with ``exc``: ``FINISHED`` (no exception),
+    ``KILLED`` (SIGTERM: :class:`Killed`; SIGINT / Ctrl-C: ``KeyboardInterrupt``) or ``FAILED``
+    (anything else). The same rule for the local trainer, the verl launcher and the TRL example."""
+    if exc is None:
+        return "FINISHED"
+    if isinstance(exc, Killed | KeyboardInterrupt):
+        return "KILLED"
+    return "FAILED"
+
+
 class RunLogger:
     """Logs into one existing MLflow run, by id — e.g. a Ray worker writing into the run its
     launcher opened (verl's reward worker) — without owning it: it never ends the run.
@@ -155,16 +176,32 @@ class RunLogger:
         return f"RunLogger(run_id={self._run_id!r}, uri={self.uri!r})"
 
 
+def _end_fluent_run(run_id: str, status: str) -> None:
+    """End mlflow's *fluent* active run if it is ``run_id``: a framework logging into our run by
+    ``MLFLOW_RUN_ID`` in this process (transformers' ``MLflowCallback`` under TRL) leaves it active
+    when training raises, and mlflow's exit hook would then end it FINISHED over our status."""
+    import sys
+
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is None:
+        return
+    active = mlflow.active_run()
+    if active is not None and active.info.run_id == run_id:
+        mlflow.end_run(status)
+
+
 class Tracker(RunLogger):
     """One MLflow run that this process opens and ends: a :class:`RunLogger` that also owns
     its run.
 
     ``with Tracker("table2", run_name=..., params=flatten(cfg), tags={...}) as t:
     t.log_metrics({"snr": 1.3}, step=0)``. Buffered metrics are also written when the run ends.
-    A block that raises — KeyboardInterrupt and SystemExit included — flushes what was logged,
-    ends the run as ``FAILED`` and lets the exception propagate. While the run is open (and the
-    tracker was created in the main thread) SIGTERM raises SystemExit, so a killed job closes as
-    FAILED too; the previous handler is restored when the run ends.
+    A block that raises flushes what was logged, ends the run and lets the exception propagate:
+    as ``KILLED`` when a signal stopped it — while the run is open (and the tracker was created
+    in the main thread) SIGTERM raises :class:`Killed`, SIGINT raises ``KeyboardInterrupt`` as
+    usual — and as ``FAILED`` for any other exception (:func:`status_for`). The previous SIGTERM
+    handler is restored when the run ends. A SIGKILLed job cannot close its run: the next job of
+    the same ``identity`` closes it as FAILED (below).
 
     With ``identity`` (tag ``job_key``) the tracker first marks FAILED the RUNNING runs of the
     same identity whose owner process died (a SIGKILLed job: see
@@ -226,10 +263,19 @@ class Tracker(RunLogger):
             self.finish("FINISHED")
         else:
             try:
-                self.finish("FAILED")
+                self.finish(status_for(exc))
             except Exception as close_exc:  # keep the job's own exception the one that propagates
                 exc.add_note(f"(arenabench: closing the MLflow run also failed: {close_exc!r})")
         return False
+
+    def env(self) -> dict[str, str]:
+        """The env vars that make a framework's own MLflow logger (transformers' callback under
+        TRL, verl's in its Ray workers) log into this run instead of opening one."""
+        return {
+            "MLFLOW_TRACKING_URI": self.uri,
+            "MLFLOW_RUN_ID": self.run_id,
+            "MLFLOW_EXPERIMENT_NAME": self.experiment,
+        }
 
     @property
     def status(self) -> str | None:
@@ -257,12 +303,13 @@ class Tracker(RunLogger):
         self._finished = True
         self._status = status
         try:
+            _end_fluent_run(self._run_id, status)
             with lock_for(self.uri):
                 self.client.set_terminated(self._run_id, status)
         finally:
             self._restore_sigterm()
 
-    # -- SIGTERM → SystemExit while the run is open
+    # -- SIGTERM → Killed while the run is open
 
     def _on_sigterm(self, signum, frame):
         if self._finished:  # still installed because a later tracker stacked on it: delegate
@@ -271,7 +318,7 @@ class Tracker(RunLogger):
                 return prev(signum, frame)
             if prev == signal.SIG_IGN:
                 return None
-        raise SystemExit(128 + signum)
+        raise Killed(signum)
 
     def _install_sigterm(self) -> None:
         if threading.current_thread() is not threading.main_thread():

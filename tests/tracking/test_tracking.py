@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from arenabench.tracking import (
     DEFAULT_URI,
+    Killed,
     Tracker,
     flatten,
     git_commit,
@@ -108,22 +109,32 @@ def test_exception_fails_the_run_and_keeps_earlier_metrics(store):
     assert client.get_run(t.run_id).info.status == "FAILED"
     assert history(client, t.run_id, "q") == [(s, float(s)) for s in range(5)]
 
-    with pytest.raises(KeyboardInterrupt), Tracker("boom", uri=store) as t2:
-        raise KeyboardInterrupt
+    with pytest.raises(SystemExit), Tracker("boom", uri=store) as t2:
+        raise SystemExit(1)  # an exit that no signal caused is a failure
     assert client.get_run(t2.run_id).info.status == "FAILED"
 
 
-def test_sigterm_closes_the_run_as_failed_and_restores_the_handler(store):
+def test_ctrl_c_closes_the_run_as_killed(store):
+    with pytest.raises(KeyboardInterrupt), Tracker("int", uri=store) as t:
+        t.log_metrics({"q": 1.0}, step=0)
+        os.kill(os.getpid(), signal.SIGINT)  # Python's own handler: KeyboardInterrupt
+        time.sleep(5)
+    client = MlflowClient(tracking_uri=store)
+    assert client.get_run(t.run_id).info.status == "KILLED"
+    assert history(client, t.run_id, "q") == [(0, 1.0)]
+
+
+def test_sigterm_closes_the_run_as_killed_and_restores_the_handler(store):
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(SystemExit) as e, Tracker("term", uri=store) as t:
+    with pytest.raises(Killed) as e, Tracker("term", uri=store) as t:
         t.log_metrics({"q": 1.0}, step=0)
         assert signal.getsignal(signal.SIGTERM) != before
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler raises long before this ends
-    assert e.value.code == 128 + signal.SIGTERM
+    assert isinstance(e.value, SystemExit) and e.value.code == 128 + signal.SIGTERM  # exits as killed
     assert signal.getsignal(signal.SIGTERM) == before
     client = MlflowClient(tracking_uri=store)
-    assert client.get_run(t.run_id).info.status == "FAILED"
+    assert client.get_run(t.run_id).info.status == "KILLED"
     assert history(client, t.run_id, "q") == [(0, 1.0)]
 
 

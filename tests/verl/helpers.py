@@ -111,7 +111,8 @@ def logging_worker(cfg, monkeypatch):
 
     from arenabench.trainers.verl import launch
 
-    uri, run_id = launch.start_mlflow_run(cfg, launch.job_tags(cfg, "smoke", []))
+    tracker = launch.start_mlflow_run(cfg, launch.job_tags(cfg, "smoke", []))
+    uri, run_id = tracker.uri, tracker.run_id
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
     return RewardLoopWorker(cfg), uri, run_id

@@ -20,7 +20,7 @@ REPO = Path(arenabench.__file__).resolve().parents[1]
 
 def test_the_cpu_mode_refuses_another_verl():
     cpu.check_verl_version(cpu.VERL_VERSION)
-    with pytest.raises(RuntimeError, match=r"supports verl==0\.9\.1 only; installed: verl==0\.9\.2"):
+    with pytest.raises(RuntimeError, match=r"support verl==0\.9\.1 only; installed: verl==0\.9\.2"):
         cpu.check_verl_version("0.9.2")
 
 
@@ -102,14 +102,102 @@ def test_the_plugin_registers_through_verls_own_extension_points(tmp_path):
         "pinned": False,
         "adapter": "HFServerAdapter",
         "replica": "HFReplica",
-        "agent_loop": "arenabench.trainers.verl.cpu.rollout.SessionAgentLoop",
+        "agent_loop": "arenabench.trainers.verl.hf_rollout.SessionAgentLoop",
     }
+
+
+def test_a_gpu_run_gets_the_hf_backend_only_and_the_old_plugin_name_still_works(tmp_path):
+    """Without ``VERL_PLATFORM=cpu`` (a GPU run with ``rollout.name=hf``) the plugin registers the
+    hf backend and leaves verl's platform, engines and FSDP offload alone; listed under its old
+    name ``...cpu.plugin`` it does the same, with a warning naming the new one."""
+    probe = textwrap.dedent(
+        """
+        import json, warnings
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as seen:
+            import verl  # imports the plugin (VERL_USE_EXTERNAL_MODULES)
+        from verl.workers.engine.base import EngineRegistry
+        from verl.workers.engine.fsdp import transformer_impl as fsdp
+        from verl.workers.rollout.base import get_rollout_class
+        from verl.workers.rollout.replica import get_rollout_replica_class
+        print(json.dumps({
+            "cpu_engines": "cpu" in EngineRegistry._engines["language_model"]["fsdp2"],
+            "offload_patched": getattr(fsdp.CPUOffloadPolicy, "_arenabench_unpinned", False),
+            "adapter": get_rollout_class("hf").__name__,
+            "replica": get_rollout_replica_class("hf").__name__,
+            "warned": [str(w.message) for w in seen if "arenabench.trainers.verl.plugin" in str(w.message)],
+        }))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
+    env.update(PYTHONPATH=str(REPO), VERL_USE_EXTERNAL_MODULES="arenabench.trainers.verl.cpu.plugin")
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got.pop("warned") == [
+        "arenabench.trainers.verl.cpu.plugin is now arenabench.trainers.verl.plugin (it serves GPU runs "
+        "too); the old name will be removed"
+    ]
+    assert got == {
+        "cpu_engines": False,
+        "offload_patched": False,
+        "adapter": "HFServerAdapter",
+        "replica": "HFReplica",
+    }
+
+
+def test_hf_on_a_gpu_is_one_override_away(smoke_env):
+    """``actor_rollout_ref.rollout.name=hf`` without ``trainer.device=cpu``: the hf backend's
+    overrides and plugin, none of the CPU mode's (no CPU platform, FSDP and dtypes as configured)."""
+    gpu = launch.compose("smoke")
+    cfg = launch.compose("smoke", ["actor_rollout_ref.rollout.name=hf"])
+    arr = cfg.actor_rollout_ref
+    assert not launch.is_cpu(cfg) and launch.uses_hf(cfg) and not launch.uses_hf(gpu)
+    assert (arr.rollout.name, arr.rollout.agent.default_agent_loop) == ("hf", "hf_single_turn_agent")
+    assert arr.rollout.calculate_log_probs is True and arr.rollout.tensor_model_parallel_size == 1
+    assert arr.rollout.dtype == "bfloat16"  # what the server runs in on the GPU (hf_rollout.placement)
+    assert arr.actor.strategy == gpu.actor_rollout_ref.actor.strategy  # the CPU mode's fsdp2 is not forced
+    assert "mixed_precision" not in arr.actor.fsdp_config or arr.actor.fsdp_config.mixed_precision is None
+    assert cfg.trainer.n_gpus_per_node == gpu.trainer.n_gpus_per_node
+    assert launch.verl_validate(cfg) is None and launch.check_wiring(cfg) == []
+    env = launch.worker_env(cfg, {})
+    assert "VERL_PLATFORM" not in env
+    assert env["VERL_USE_EXTERNAL_MODULES"] == f"{cpu.PLUGIN_MODULE},{launch.ADV_MODULE}"
+    assert cpu.PLUGIN_MODULE == "arenabench.trainers.verl.plugin"
+    # the user's override wins over the mode's, as with the CPU mode
+    back = launch.compose(
+        "smoke", ["actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.rollout.dtype=float32"]
+    )
+    assert back.actor_rollout_ref.rollout.dtype == "float32"
+
+
+def test_the_hf_server_picks_the_actor_workers_gpu_when_it_sees_one(monkeypatch):
+    """The device query is mocked (no GPU here): with CUDA visible the server's model goes to the
+    GPU Ray gave the replica's actor worker, in ``rollout.dtype``; without, to the CPU in fp32."""
+    from arenabench.trainers.verl import hf_rollout
+
+    cfg = SimpleNamespace(dtype="bfloat16")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert hf_rollout.placement(cfg, "0") == (torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert hf_rollout.placement(cfg, "3") == (torch.device("cuda", 3), torch.bfloat16)
+    assert hf_rollout.placement(cfg, None) == (torch.device("cuda", 0), torch.bfloat16)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # Ray numbers the GPUs by these entries
+    assert hf_rollout.placement(SimpleNamespace(dtype="float32"), "6") == (
+        torch.device("cuda", 1),
+        torch.float32,
+    )
+    with pytest.raises(ValueError, match="unknown rollout.dtype 'int8'"):
+        hf_rollout.placement(SimpleNamespace(dtype="int8"), "6")
 
 
 @pytest.fixture
 def server(tiny_dir):
     """The hf rollout server's class, without Ray (its methods are plain async functions)."""
-    from arenabench.trainers.verl.cpu.rollout import HFServer
+    from arenabench.trainers.verl.hf_rollout import HFServer
 
     config = SimpleNamespace(max_model_len=128, prompt_length=64, response_length=12, seed=0)
     return HFServer(config, SimpleNamespace(path=str(tiny_dir / "model")))

@@ -126,23 +126,28 @@ def test_verl_mlflow_logger_writes_a_run_that_compare_reads(smoke_env, tmp_path,
         "3",
         "vanilla",
     )
-    got_uri, run_id = launch.start_mlflow_run(cfg, tags)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", got_uri)
-    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
-    try:
-        tracker = Tracking(
-            project_name="verl_smoke",
-            experiment_name="smoke",
-            default_backend=["mlflow"],
-            config=OmegaConf.to_container(cfg, resolve=True),
-        )
-        tracker.log({"critic/score/mean": 0.25, "actor/pg_loss": -0.5}, step=1)
-        tracker.log({"critic/score/mean": 0.5, "actor/pg_loss": -0.25}, step=2)
-        tracker.finish(exit_code=0)
-    finally:
-        if mlflow.active_run() is not None:
-            mlflow.end_run()
-    launch.end_mlflow_run(got_uri, run_id, "FINISHED")
+
+    def verl_logs_into(run) -> None:  # what verl's trainer does in its TaskRunner
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", run.uri)
+        monkeypatch.setenv("MLFLOW_RUN_ID", run.run_id)
+        try:
+            tracker = Tracking(
+                project_name="verl_smoke",
+                experiment_name="smoke",
+                default_backend=["mlflow"],
+                config=OmegaConf.to_container(cfg, resolve=True),
+            )
+            tracker.log({"critic/score/mean": 0.25, "actor/pg_loss": -0.5}, step=1)
+            tracker.log({"critic/score/mean": 0.5, "actor/pg_loss": -0.25}, step=2)
+            tracker.finish(exit_code=0)  # verl's logger ends the run FINISHED
+        finally:
+            if mlflow.active_run() is not None:
+                mlflow.end_run()
+
+    run = launch.start_mlflow_run(cfg, tags)
+    got_uri, run_id = run.uri, run.run_id
+    verl_logs_into(run)
+    run.finish("FINISHED")
     df = compare.load_runs("verl_smoke", uri=got_uri)
     assert list(df["run_id"]) == [run_id]
     row = df.iloc[0]
@@ -152,8 +157,11 @@ def test_verl_mlflow_logger_writes_a_run_that_compare_reads(smoke_env, tmp_path,
     assert summary.loc[0, "mean"] == 0.5
     assert len(df.attrs["metrics"]) == 2 and mlflow.MlflowClient(got_uri).get_run(run_id).data.params
     # a failed launch is FAILED even though verl's logger ended the run FINISHED
-    launch.end_mlflow_run(got_uri, run_id, "FAILED")
-    assert compare.load_runs("verl_smoke", uri=got_uri, include_failed=True).loc[0, "status"] == "FAILED"
+    failed = launch.start_mlflow_run(cfg, tags)
+    verl_logs_into(failed)
+    failed.finish("FAILED")
+    statuses = compare.load_runs("verl_smoke", uri=got_uri, include_failed=True).set_index("run_id")["status"]
+    assert statuses.to_dict() == {run_id: "FINISHED", failed.run_id: "FAILED"}
     # artifacts live next to the database, as the local trainer's do
     exp = mlflow.MlflowClient(got_uri).get_experiment_by_name("verl_smoke")
     assert exp.artifact_location.startswith((tmp_path / "mlruns").as_uri())

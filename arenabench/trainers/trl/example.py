@@ -2,7 +2,8 @@
 
     python -m arenabench.trainers.trl.example                      # tiny model, seeded_single_elim,
                                                                    # simulated judge, 3 steps, CPU
-    python -m arenabench.trainers.trl.example --report-to mlflow   # + an MLflow run ($MLFLOW_TRACKING_URI)
+    python -m arenabench.trainers.trl.example --report-to mlflow   # + an MLflow run: $MLFLOW_TRACKING_URI,
+                                                                   # $MLFLOW_EXPERIMENT_NAME (or trl)
     python -m arenabench.trainers.trl.example --model Qwen/Qwen3-0.6B --judge openai \\
         --judge-url http://127.0.0.1:8000 --judge-model Qwen/Qwen3-8B --api-key-env '' \\
         --device auto --steps 100                                  # a `vllm serve` judge
@@ -11,13 +12,23 @@ The default model is built locally (:func:`arenabench.tiny_model.build_tiny_mode
 adapter's colour-word corpus: a BPE tokenizer and a random 2-layer Llama); the prompts ask to copy a
 few colour words, and the simulated judge's hidden quality is the ``overlap`` of a completion with
 those words (:func:`arenabench.trainers.verl.scoring.overlap_quality`). Needs the ``trl`` extra.
+
+With ``--report-to mlflow`` the run is opened by :func:`mlflow_run` (an
+:class:`arenabench.tracking.Tracker` that TRL's own MLflow callback logs into): it ends KILLED
+on SIGTERM/SIGINT and FAILED on an error (TRL's callback alone would leave it RUNNING, or end it
+FINISHED at exit), and a relaunch of the same job (output directory and run name) closes as
+FAILED a run whose process died.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import os
 import random
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -273,11 +284,51 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@contextlib.contextmanager
+def mlflow_run(args: argparse.Namespace) -> Iterator[Any]:
+    """The MLflow run of one training (``--report-to mlflow``; else nothing): a
+    :class:`~arenabench.tracking.Tracker` in ``$MLFLOW_TRACKING_URI`` (the project's store by
+    default), experiment ``$MLFLOW_EXPERIMENT_NAME`` or ``trl``, whose env TRL's callback adopts.
+    Its ``job_key`` is the output directory and run name: what a relaunch of the same job
+    shares (TRL resumes from ``output_dir``)."""
+    if args.report_to != "mlflow":
+        yield None
+        return
+    from arenabench.tracking import Tracker
+
+    experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or "trl"
+    job = f"{experiment}|{Path(args.out_dir).resolve()}|{args.run_name}"
+    tags = {"trainer": "trl", "constructor": args.reward, "seed": args.seed, "loss": args.loss_type}
+    with Tracker(
+        experiment,
+        run_name=args.run_name,
+        tags=tags,
+        identity=hashlib.sha256(job.encode("utf-8")).hexdigest()[:24],
+    ) as run:
+        for old in run.stale_failed:
+            print(f"closed as FAILED the run {old} of a dead process")
+        saved = {k: os.environ.get(k) for k in run.env()}
+        os.environ.update(run.env())
+        try:
+            yield run
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    trainer, reward = make_trainer(args)
-    trainer.train()
-    reward.close()
+    with mlflow_run(args) as run:
+        if run is not None:
+            print(f"MLflow run {run.run_id} in {run.uri}", flush=True)
+        trainer, reward = make_trainer(args)
+        try:
+            trainer.train()
+        finally:
+            reward.close()
     for row in trainer.state.log_history:
         if "arena/judge_calls" in row:
             print(

@@ -16,7 +16,13 @@ override of verl's keys (``+key=value`` to add one).
 
 ``trainer.device=cpu`` runs the same config on the host CPU (verl on a laptop): the launcher adds
 the overrides and env of :mod:`arenabench.trainers.verl.cpu` (a CPU platform, FSDP2, the ``hf``
-rollout backend), verl 0.9.1 only.
+rollout backend), verl 0.9.1 only. ``actor_rollout_ref.rollout.name=hf`` on a GPU machine uses
+the ``hf`` backend on the GPU instead of vLLM (:mod:`arenabench.trainers.verl.hf`).
+
+Preemption: a launch closes its MLflow run KILLED on SIGTERM/SIGINT, FAILED on an error; the next
+launch of the same job (:func:`job_identity`) closes as FAILED a run whose process died (SIGKILL);
+a launch that resumes from a verl checkpoint continues its job's previous run in a new, linked run
+(:func:`start_mlflow_run`), and the reward worker restores its counters (``arenabench.state_dir``).
 
 Before starting verl it (1) puts ``arenabench.trainers.verl.advantage`` into
 ``VERL_USE_EXTERNAL_MODULES`` so every Ray worker registers the ``arenabench`` advantage
@@ -41,6 +47,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from arenabench.tracking import status_for
 from arenabench.trainers.verl import reward_workers
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -90,19 +97,40 @@ def translate(overrides: Sequence[str]) -> list[str]:
 
 def compose(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
     """The full verl config for ``conf/verl/<config_name>.yaml`` plus ``overrides``; with
-    ``trainer.device=cpu``, the CPU mode's overrides go first (the user's win)."""
-    from arenabench.trainers.verl import cpu
-
-    device = [o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("trainer.device=")]
-    guess = bool(device) and device[-1] == "cpu"  # composing verl's config takes seconds: once
-    cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides] if guess else overrides)
-    if is_cpu(cfg) != guess:  # the device came from a config file
-        cfg = _compose(config_name, [*cpu.OVERRIDES, *overrides] if is_cpu(cfg) else overrides)
+    ``trainer.device=cpu`` the CPU mode's overrides go first, with ``rollout.name=hf`` (a GPU run
+    without vLLM) the hf backend's (the user's win)."""
+    guess = _mode_overrides(
+        _given(overrides, "trainer.device"), _given(overrides, "actor_rollout_ref.rollout.name")
+    )
+    cfg = _compose(config_name, [*guess, *overrides])  # composing verl's config takes seconds: once
+    wanted = _mode_overrides(str(cfg.trainer.get("device", "cuda")), str(cfg.actor_rollout_ref.rollout.name))
+    if wanted != guess:  # the device or the backend came from a config file
+        cfg = _compose(config_name, [*wanted, *overrides])
     return cfg
+
+
+def _given(overrides: Sequence[str], key: str) -> str | None:
+    values = [o.partition("=")[2] for o in overrides if o.lstrip("+").partition("=")[0] == key]
+    return values[-1] if values else None
+
+
+def _mode_overrides(device: str | None, rollout: str | None) -> tuple[str, ...]:
+    from arenabench.trainers.verl import cpu, hf
+
+    if device == "cpu":
+        return cpu.OVERRIDES
+    return hf.OVERRIDES if rollout == hf.NAME else ()
 
 
 def is_cpu(cfg: DictConfig) -> bool:
     return str(cfg.trainer.get("device", "cuda")) == "cpu"
+
+
+def uses_hf(cfg: DictConfig) -> bool:
+    """The ``hf`` rollout backend (the CPU mode's, or a GPU run's by ``rollout.name=hf``)."""
+    from arenabench.trainers.verl import hf
+
+    return hf.wanted(cfg)
 
 
 def _compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
@@ -208,32 +236,83 @@ def _choice(overrides: Sequence[str], key: str, default: str) -> str:
     return default
 
 
-def start_mlflow_run(cfg: DictConfig, tags: dict[str, str]) -> tuple[str, str]:
-    """Create the run verl will log into (status RUNNING); returns ``(tracking uri, run id)``."""
-    from arenabench.tracking import get_or_create_experiment, lock_for, open_client, tracking_uri
+def job_identity(cfg: DictConfig) -> str:
+    """What makes two launches the same verl job: its MLflow experiment and its checkpoint
+    directory (``trainer.default_local_dir``, absolute) — what ``resume_mode=auto`` resumes from,
+    so a relaunch that changes an override (more steps) is still the same job. The ``job_key`` tag:
+    a launch closes as FAILED the RUNNING runs of its job whose process died
+    (:func:`arenabench.tracking.fail_dead_runs`), and a resumed launch continues the latest run
+    of its job (:func:`arenabench.tracking.continue_run`)."""
+    import hashlib
 
-    uri = tracking_uri(cfg.arenabench.get("tracking_uri"))
-    client = open_client(uri)
-    with lock_for(uri):
-        exp_id = get_or_create_experiment(client, str(cfg.trainer.project_name), uri)
-        run = client.create_run(exp_id, run_name=f"{tags['setting']} seed={tags['seed']}", tags=tags)
-    return uri, run.info.run_id
+    text = f"{cfg.trainer.project_name}|{Path(str(cfg.trainer.default_local_dir)).resolve()}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
-def end_mlflow_run(uri: str, run_id: str, status: str) -> None:
-    """Close the run as ``status``. verl's MLflow logger ends its run FINISHED whatever the exit
-    code, so a failed launch overrides that; a finished one only closes a run still RUNNING."""
-    from arenabench.tracking import lock_for, open_client
+def resume_step(cfg: DictConfig) -> int | None:
+    """The checkpoint step verl's trainer will resume from (None: it starts from scratch), found
+    the way verl finds it (``find_latest_ckpt_path`` for ``resume_mode=auto``)."""
+    mode = str(cfg.trainer.get("resume_mode", "auto"))
+    if mode == "disable":
+        return None
+    if mode == "resume_path":
+        path = str(cfg.trainer.get("resume_from_path") or "")
+        return int(path.rstrip("/").split("global_step_")[-1]) if "global_step_" in path else None
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
-    client = open_client(uri)
-    with lock_for(uri):
-        if status != "FINISHED" or client.get_run(run_id).info.status == "RUNNING":
-            client.set_terminated(run_id, status)
+    found = find_latest_ckpt_path(str(cfg.trainer.default_local_dir))
+    return None if found is None else int(str(found).rstrip("/").split("global_step_")[-1])
+
+
+def arena_state(cfg: DictConfig) -> int | None:
+    """Fix where a run's state lives before verl starts, and say whether it resumes: makes
+    ``trainer.default_local_dir`` absolute (the launcher's cwd, not a Ray worker's), sets
+    ``arenabench.state_dir`` (default ``<default_local_dir>/arenabench``: the reward worker's
+    per-step counters and the AGR anchor pool, beside verl's checkpoints) and
+    ``arenabench.resume_step`` (:func:`resume_step`, which the reward worker restores from)."""
+    with open_dict(cfg):
+        cfg.trainer.default_local_dir = str(Path(str(cfg.trainer.default_local_dir)).resolve())
+        arena = cfg.arenabench
+        if not arena.get("state_dir"):
+            arena.state_dir = str(Path(cfg.trainer.default_local_dir) / "arenabench")
+        arena.resume_step = step = resume_step(cfg)
+    return step
+
+
+def start_mlflow_run(cfg: DictConfig, tags: dict[str, str]):
+    """Open the run verl will log into (RUNNING): a :class:`~arenabench.tracking.Tracker` owned
+    by this process (owner tags, ``job_key`` = :func:`job_identity`; SIGTERM raises ``Killed``)
+    that first closes as FAILED the runs of this job whose process died. A launch that resumes
+    from a checkpoint continues its job's previous run (points up to the checkpoint's step,
+    linked both ways: :func:`arenabench.tracking.continue_run`)."""
+    from arenabench.tracking import Tracker, continue_run, tracking_uri
+
+    identity = job_identity(cfg)
+    tracker = Tracker(
+        str(cfg.trainer.project_name),
+        run_name=f"{tags['setting']} seed={tags['seed']}",
+        tags=tags,
+        uri=tracking_uri(cfg.arenabench.get("tracking_uri")),
+        identity=identity,
+    )
+    try:
+        for run_id in tracker.stale_failed:
+            print(f"arenabench-verl: closed as FAILED the run {run_id} of a dead process", file=sys.stderr)
+        step = cfg.arenabench.get("resume_step")
+        if step is not None:
+            old = continue_run(tracker, identity, int(step))
+            if old is not None:
+                print(f"arenabench-verl: resuming from step {step}: continues run {old}", file=sys.stderr)
+    except BaseException as exc:
+        tracker.finish(status_for(exc))
+        raise
+    return tracker
 
 
 def worker_env(cfg: DictConfig, extra: dict[str, str]) -> dict[str, str]:
-    """Env vars every Ray worker needs: our advantage module, the CPU mode's platform plugin
-    (``trainer.device=cpu``), plus ``extra`` (MLflow)."""
+    """Env vars every Ray worker needs: our advantage module, the plugin module of the ``hf``
+    backend (and, with ``trainer.device=cpu``, the CPU platform: ``VERL_PLATFORM=cpu``), plus
+    ``extra`` (MLflow)."""
     mods = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     if ADV_MODULE not in mods:
         mods.append(ADV_MODULE)
@@ -242,6 +321,10 @@ def worker_env(cfg: DictConfig, extra: dict[str, str]) -> dict[str, str]:
         from arenabench.trainers.verl import cpu
 
         env.update(cpu.env(env["VERL_USE_EXTERNAL_MODULES"]))
+    elif uses_hf(cfg):
+        from arenabench.trainers.verl import hf
+
+        env["VERL_USE_EXTERNAL_MODULES"] = hf.with_plugin(env["VERL_USE_EXTERNAL_MODULES"])
     env.update(extra)
     with open_dict(cfg):
         runtime = cfg.ray_kwargs.ray_init.runtime_env
@@ -270,15 +353,48 @@ def verl_validate(cfg: DictConfig) -> str | None:
 def _use_cpu_platform() -> None:
     """Register the CPU plugin in this (driver) process and make it verl's platform here, even if
     verl resolved another one earlier in the process (e.g. an earlier import under pytest)."""
-    import importlib
+    import arenabench.trainers.verl.plugin  # noqa: F401  (the hf backend)
+    from arenabench.trainers.verl.cpu import platform
 
-    from arenabench.trainers.verl import cpu
-
-    plugin = importlib.import_module(cpu.PLUGIN_MODULE)
+    platform.install()  # idempotent; the plugin may have been imported before VERL_PLATFORM was set
     from verl.plugin.platform import platform_manager
 
     if platform_manager.get_platform().device_name != "cpu":
-        platform_manager.set_platform(plugin.PlatformCPU())
+        platform_manager.set_platform(platform.PlatformCPU())
+
+
+def _children() -> list:
+    """This process's descendants (the local Ray cluster verl started, and its workers)."""
+    import psutil
+
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _wait_for(procs: list, timeout_s: float) -> None:
+    """Wait (bounded) until ``procs`` are gone: Ray's workers exit once ``ray.shutdown`` took the
+    raylet down, and one of them may still end the MLflow run on its way out."""
+    import contextlib
+
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        psutil.wait_procs(procs, timeout=timeout_s)
+
+
+def _signalled(exc: BaseException) -> BaseException:
+    """``exc``, or :class:`~arenabench.tracking.Killed` when it is Ray's answer to SIGTERM:
+    ``ray.init`` (inside verl's ``run_ppo``) replaces the launcher's SIGTERM handler with one that
+    calls ``sys.exit(signal.SIGTERM)``."""
+    import signal
+
+    from arenabench.tracking import Killed
+
+    if type(exc) is SystemExit and exc.code == signal.SIGTERM:
+        return Killed(signal.SIGTERM)
+    return exc
 
 
 def _print_config(cfg: DictConfig, out) -> None:
@@ -328,36 +444,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("arenabench-verl: " + "\n  ".join(["config problems:", *problems]), file=sys.stderr)
         return 2
 
+    if is_cpu(cfg) or uses_hf(cfg):
+        os.environ.update(worker_env(cfg, {}))  # before verl is imported here: its external modules
     if is_cpu(cfg):
-        os.environ.update(worker_env(cfg, {}))  # before verl is imported here: VERL_PLATFORM
         _use_cpu_platform()
     import arenabench.trainers.verl.advantage  # noqa: F401  (registers the estimator in this process)
 
     loggers = cfg.trainer.logger
     loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
-    mlflow_run = None
+    arena_state(cfg)
+    tracker = None
     extra: dict[str, str] = {}
     if "mlflow" in loggers:
-        tags = job_tags(cfg, args.config_name, overrides)
-        mlflow_run = start_mlflow_run(cfg, tags)
-        extra = {"MLFLOW_TRACKING_URI": mlflow_run[0], "MLFLOW_RUN_ID": mlflow_run[1]}
-        print(f"arenabench-verl: MLflow run {mlflow_run[1]} in {mlflow_run[0]}", file=sys.stderr)
+        tracker = start_mlflow_run(cfg, job_tags(cfg, args.config_name, overrides))
+        extra = {"MLFLOW_TRACKING_URI": tracker.uri, "MLFLOW_RUN_ID": tracker.run_id}
+        print(f"arenabench-verl: MLflow run {tracker.run_id} in {tracker.uri}", file=sys.stderr)
     os.environ.update(worker_env(cfg, extra))  # a local Ray cluster inherits this process's env
 
     from verl.trainer.main_ppo import main as verl_main
 
-    status = "FAILED"
+    error: BaseException | None = None
     t0 = time.time()
     try:
         verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
-        status = "FINISHED"
+    except BaseException as exc:
+        error = _signalled(exc)
+        if error is not exc:
+            raise error from exc
+        raise
     finally:
         import ray
 
+        cluster = _children()  # before the shutdown orphans the workers
         if ray.is_initialized():  # verl's run_ppo starts a local cluster and leaves it running
             ray.shutdown()
-        if mlflow_run is not None:
-            end_mlflow_run(*mlflow_run, status)
+        # verl's MLflow logger ends the run FINISHED whatever happened (in its Ray worker, also at
+        # that worker's exit): the launcher's status is written once they are gone
+        status = status_for(error)
+        if tracker is not None:
+            if status != "FINISHED":
+                _wait_for(cluster, 60.0)
+            tracker.finish(status)
         print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)
     return 0
 

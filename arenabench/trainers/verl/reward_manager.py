@@ -29,6 +29,15 @@ share of failed judge requests gets reward 0 for every member, see
 step: :class:`StepLog`), ``group_log`` (a JSONL file: one line per scored group, with its texts
 and advantages: what verl trained on, checkable against the engine). ``judge.cache`` and
 ``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
+
+Resuming (verl's ``trainer.resume_mode``): the launcher sets ``state_dir`` (beside verl's
+checkpoints) and ``resume_step`` (the checkpoint verl resumes from). The worker appends its
+cumulative counters to ``state_dir/reward_state.jsonl`` as each step's point is logged, and a
+resumed worker starts its counters from the line of ``resume_step``, so ``judge_calls`` and the
+other cumulative metrics continue where the checkpoint left them; AGR's anchor pool is kept in
+``state_dir`` too (:func:`~arenabench.trainers.verl.scoring.keep_state`). Each engine run's step
+is the training step of its groups, so a resumed run scores a step as the uninterrupted one did;
+with ``judge.cache`` it re-pays no judge call answered before the restart.
 """
 
 from __future__ import annotations
@@ -68,7 +77,10 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "log_metrics": True,
     "group_log": None,
+    "state_dir": None,
+    "resume_step": None,
 }
+STATE_FILE = "reward_state.jsonl"  # in arenabench.state_dir: the cumulative counters after each step
 
 
 def arena_options(config: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
@@ -227,8 +239,11 @@ class ArenaRewardManager(RewardManagerBase):
             max_failed_share=opts["max_failed_share"],
             schedule=str(opts["schedule"]),
             max_inflight=None if opts["max_inflight"] is None else int(opts["max_inflight"]),
+            state_dir=opts.get("state_dir"),
         )
         self.barrier = GroupBarrier(self._score, timeout_s=float(opts["timeout_s"]))
+        self.state_file = os.path.join(opts["state_dir"], STATE_FILE) if opts.get("state_dir") else None
+        self.offsets = restore_counters(self.state_file, opts.get("resume_step"))
         self.sink = None
         self.steps: StepLog | None = None
         run_id = os.environ.get("MLFLOW_RUN_ID")
@@ -237,8 +252,8 @@ class ArenaRewardManager(RewardManagerBase):
                 self.sink = _MlflowSink(run_id, os.environ.get("MLFLOW_TRACKING_URI"))
             except Exception as exc:
                 log.warning("arenabench: no MLflow logging from the reward worker: %r", exc)
-            else:
-                self.steps = StepLog(self.sink.log, expected=int(config["data"]["train_batch_size"]))
+        if self.sink is not None or self.state_file:
+            self.steps = StepLog(self._log_step, expected=int(config["data"]["train_batch_size"]))
         self.group_log = opts.get("group_log")
 
     # -- verl's per-sample entry point ---------------------------------------------------------
@@ -278,11 +293,13 @@ class ArenaRewardManager(RewardManagerBase):
     # -- the barrier's scorer (runs in a worker thread) ----------------------------------------
 
     def _score(self, groups):
-        results = self.scorer(groups)
-        run = self.scorer.runs - 1  # the engine run that scored this flush
         steps = [_global_step(g) for g in groups]
+        known = [s for s in steps if s is not None]
+        engine_step = max(known) if known else None  # a flush holds one step's groups but stragglers
+        results = self.scorer(groups, step=engine_step)
+        run = self.scorer.runs - 1  # the engine run that scored this flush
         if self.group_log:
-            self._write_groups(groups, results, steps, run)
+            self._write_groups(groups, results, steps, run, engine_step)
         if self.steps is not None:
             stats = self.scorer.last_stats  # the flush's engine run; a flush that spans two
             for step in sorted({s for s in steps if s is not None}) or [None]:  # steps: the first
@@ -294,6 +311,23 @@ class ArenaRewardManager(RewardManagerBase):
                 self.steps.add(run if step is None else step, advs, self._cumulative(), stats)
                 stats = None
         return results
+
+    def _log_step(self, metrics: Mapping[str, float], step: int) -> None:
+        """A step's point: into the MLflow run, and its cumulative counters into the state file
+        (what a worker resumed from this step's checkpoint starts from)."""
+        if self.sink is not None:
+            self.sink.log(metrics, step)
+        if self.state_file:
+            keys = self._cumulative().keys()
+            line = json.dumps({"step": int(step), "counters": {k: metrics[k] for k in keys if k in metrics}})
+            try:
+                os.makedirs(os.path.dirname(self.state_file), exist_ok=True)
+                with open(self.state_file, "a") as f:
+                    f.write(line + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:  # like logging, never stops training; a resume then starts at 0
+                log.warning("arenabench: could not write the reward worker's state: %r", exc)
 
     def _cumulative(self) -> dict[str, float]:
         totals = self.scorer.totals
@@ -311,9 +345,9 @@ class ArenaRewardManager(RewardManagerBase):
         if stack.cached is not None:
             metrics["arena/cache_hits"] = stack.stats["cache_hits"]
             metrics["arena/cache_misses"] = stack.stats["cache_misses"]
-        return {k: float(v) for k, v in metrics.items()}
+        return {k: float(v) + self.offsets.get(k, 0.0) for k, v in metrics.items()}
 
-    def _write_groups(self, groups, results, steps, run: int) -> None:
+    def _write_groups(self, groups, results, steps, run: int, engine_step: int | None) -> None:
         """One JSON line per group: enough to rebuild the engine run that scored it."""
         lines = []
         for pos, (group, res, step) in enumerate(zip(groups, results, steps, strict=True)):
@@ -322,6 +356,7 @@ class ArenaRewardManager(RewardManagerBase):
                 json.dumps(
                     {
                         "run": run,
+                        "engine_step": run if engine_step is None else engine_step,
                         "position": pos,
                         "flush_groups": len(groups),
                         "global_steps": step,
@@ -342,6 +377,34 @@ class ArenaRewardManager(RewardManagerBase):
             )
         with open(self.group_log, "a") as f:
             f.write("".join(line + "\n" for line in lines))
+
+
+def restore_counters(state_file: str | None, step: int | None) -> dict[str, float]:
+    """The cumulative counters as logged at training step ``step`` (the checkpoint a resumed run
+    starts from), from the state file's last line for that step; {} when not resuming. A missing
+    line (the step's point was never logged) falls back to the latest earlier step, with a
+    warning: the cumulative metrics then undercount what the lost steps paid."""
+    if step is None or not state_file or not os.path.exists(state_file):
+        return {}
+    best: dict | None = None
+    with open(state_file) as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by the kill
+                continue
+            if int(rec["step"]) <= int(step) and (best is None or int(rec["step"]) >= int(best["step"])):
+                best = rec
+    if best is None:
+        log.warning(
+            "arenabench: no reward-worker state up to step %s in %s: counters start at 0", step, state_file
+        )
+        return {}
+    if int(best["step"]) != int(step):
+        log.warning(
+            "arenabench: resuming at step %s from the reward worker's state of step %s", step, best["step"]
+        )
+    return {k: float(v) for k, v in best["counters"].items()}
 
 
 def _global_step(group) -> int | None:

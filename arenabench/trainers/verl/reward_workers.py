@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from arenabench.trainers.verl.cpu import VERL_VERSION
+from arenabench.trainers.verl.hf import VERL_VERSION
 
 log = logging.getLogger(__name__)
 

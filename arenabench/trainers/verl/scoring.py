@@ -14,6 +14,7 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from arenabench import rewards
@@ -119,10 +120,13 @@ class ArenaScorer:
         max_failed_share: float | None = DEFAULT_MAX_FAILED_SHARE,
         schedule: str = "auto",
         max_inflight: int | None = None,
+        state_dir: str | None = None,
     ):
         if anchor not in ("first", "none"):
             raise ValueError(unknown_message("anchor rule", anchor, ["first", "none"]))
         self.constructor = rewards.build(reward)
+        if state_dir:
+            keep_state(self.constructor, Path(state_dir))
         self.stack, self.quality = judge_stack(judge)
         self.judge = self.stack.base
         # validates max_failed_share too: here, not at the first flush
@@ -163,10 +167,13 @@ class ArenaScorer:
             meta=gmeta,
         )
 
-    def __call__(self, ready_groups: Sequence) -> list[list[dict[str, Any]]]:
+    def __call__(self, ready_groups: Sequence, step: int | None = None) -> list[list[dict[str, Any]]]:
+        """Score ``ready_groups`` in one engine run. ``step``: the engine's step (its random
+        streams, AGR's refresh clock) — the training step the groups belong to, so that a resumed
+        run scores a step as the uninterrupted run did; None: the count of engine runs so far."""
         groups = [self._group(g) for g in ready_groups]
         with self._lock:
-            out = self.engine.run(self.constructor, groups, step=self.runs)
+            out = self.engine.run(self.constructor, groups, step=self.runs if step is None else int(step))
             self.last_stats = out.stats  # the reward manager's per-step judge health reads it
             self.runs += 1
             self.totals["judge_calls"] += out.stats.judge_calls
@@ -203,6 +210,19 @@ class ArenaScorer:
                 )
             results.append(per)
         return results
+
+
+def keep_state(constructor, state_dir: Path) -> None:
+    """Keep the constructor state that must survive a restart in ``state_dir``: RRC-AGR's anchor
+    pool (``anchor_pool.json``, unless ``pool_path`` names a file), loaded if it exists, so a
+    resumed run reuses the anchors already generated and judged."""
+    from arenabench.rewards.reference import AnchorPool
+
+    pool = getattr(constructor, "pool", None)
+    if isinstance(pool, AnchorPool) and pool.path is None:
+        pool.path = state_dir / "anchor_pool.json"
+        if pool.path.exists():
+            pool.load(pool.path)
 
 
 def expected_group_size(config: Mapping[str, Any], non_tensor: Mapping[str, Any]) -> int:

@@ -2,9 +2,10 @@
 
 The same ``conf/verl`` configs a cluster run uses, one override away. ``trainer.device=cpu``
 makes the launcher add :data:`OVERRIDES` (before the user's, so any of them can be overridden
-back) and :func:`env` (``VERL_PLATFORM=cpu`` and :data:`PLUGIN_MODULE` in
-``VERL_USE_EXTERNAL_MODULES``, so every Ray process registers the CPU platform, the FSDP engines
-for ``cpu`` and the ``hf`` rollout backend: :mod:`.plugin`, :mod:`.rollout`).
+back) and :func:`env` (``VERL_PLATFORM=cpu`` and the plugin module in
+``VERL_USE_EXTERNAL_MODULES``, so every Ray process registers the CPU platform and the FSDP
+engines for ``cpu`` (:mod:`.platform`) beside the ``hf`` rollout backend (:mod:`..hf`), which
+serves GPU runs too.
 
 It touches private verl registries, so it runs only on verl :data:`VERL_VERSION` and fails
 loudly on any other. This module imports neither verl nor torch.
@@ -12,22 +13,15 @@ loudly on any other. This module imports neither verl nor torch.
 
 from __future__ import annotations
 
-VERL_VERSION = "0.9.1"
-PLUGIN_MODULE = "arenabench.trainers.verl.cpu.plugin"
+from arenabench.trainers.verl import hf
+from arenabench.trainers.verl.hf import PLUGIN_MODULE, VERL_VERSION, check_verl_version
 
 _FP32 = "{param_dtype: fp32, reduce_dtype: fp32, buffer_dtype: fp32}"
 
 # what a CPU run changes in a composed conf/verl config (each line says why)
 OVERRIDES = (
-    # the `hf` backend (.rollout): verl's rollout backends are GPU servers
-    "actor_rollout_ref.rollout.name=hf",
-    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-    "actor_rollout_ref.rollout.data_parallel_size=1",
-    "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
-    # verl's single-turn loop, each request keyed by its session: reruns reproduce every rollout
-    "actor_rollout_ref.rollout.agent.default_agent_loop=hf_single_turn_agent",
-    # the rollout's log-probs, so verl logs training/rollout_probs_diff_* (the weight-sync check)
-    "actor_rollout_ref.rollout.calculate_log_probs=true",
+    # the `hf` rollout backend (verl's are GPU servers), on the host CPU here
+    *hf.OVERRIDES,
     # FSDP1 hard-codes sync_module_states=True (a GPU broadcast); FSDP2 runs on gloo
     "actor_rollout_ref.actor.strategy=fsdp2",
     "actor_rollout_ref.ref.strategy=fsdp2",
@@ -54,23 +48,13 @@ OVERRIDES = (
 )
 
 
-def check_verl_version(version: str) -> None:
-    """Raise unless ``version`` is the verl this CPU mode was written against."""
-    if version != VERL_VERSION:
-        raise RuntimeError(
-            f"arenabench's verl CPU mode (trainer.device=cpu) registers into private verl registries "
-            f"and supports verl=={VERL_VERSION} only; installed: verl=={version}. Install "
-            f"verl=={VERL_VERSION} or run on a GPU."
-        )
-
-
 def env(existing_modules: str = "") -> dict[str, str]:
     """The env vars of a CPU run (driver and every Ray worker)."""
-    mods = [m for m in existing_modules.split(",") if m]
-    if PLUGIN_MODULE not in mods:
-        mods.insert(0, PLUGIN_MODULE)  # first: the platform must exist before anything asks for it
     return {
         "VERL_PLATFORM": "cpu",
-        "VERL_USE_EXTERNAL_MODULES": ",".join(mods),
+        "VERL_USE_EXTERNAL_MODULES": hf.with_plugin(existing_modules),
         "TOKENIZERS_PARALLELISM": "false",
     }
+
+
+__all__ = ["OVERRIDES", "PLUGIN_MODULE", "VERL_VERSION", "check_verl_version", "env"]
