@@ -50,7 +50,7 @@ def test_spec_values_are_typed_strictly_and_case_insensitively():
         (["group_size=1"], "group_size must be >= 2; got 1"),
         (["trainer.lr=0"], "trainer.lr must be > 0.0; got 0"),
         (["judge.preset=calbrated"], "unknown judge preset 'calbrated'; registered: bradley_terry"),
-        (["judge.kind=vlm"], "unknown judge kind 'vlm'; registered: simulated, vllm, openai"),
+        (["judge.kind=vlm"], "unknown judge kind 'vlm'; registered: simulated, ordinal, vllm, openai"),
         (["+judge.pair_noise=loud"], "pair_noise must be a number; got 'loud'"),
         (["reward.name=round_robn"], "Did you mean 'round_robin'?"),
         (["task.name=copy"], "unknown task 'copy'; registered: preference, rlvr"),
