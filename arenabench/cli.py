@@ -313,9 +313,7 @@ def cmd_calibrate(args) -> int:
                 str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
                 f"{name}: predicted on {', '.join(sorted(holdout))}",
             )
-
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
+    return 0
 
 
 def _seeds(text: str | None) -> list[int] | None:

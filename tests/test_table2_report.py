@@ -44,7 +44,7 @@ def _log(uri, experiment, reward, seed, extra=()):
         "git_commit": "c0ffee",
     }
     with Tracker(experiment, run_name=f"{reward}-{seed}", tags=tags, uri=uri) as tr:
-        tr.log_params({"steps": STEPS})
+        tr.log_params({"steps": STEPS, "init.seed": OmegaConf.select(cfg, "init.seed")})  # as run_job logs it
         train(OmegaConf.to_container(cfg, resolve=True), tracker=tr, progress=False)
 
 
@@ -202,7 +202,7 @@ def test_runs_table_one_row_per_run_and_compare_against(store, tmp_path, capsys)
     }
     assert set(t["init_sha256"]) == shipped  # every run tagged with the shipped start's hash
     assert (t["snr_points"] + t["snr_nan_steps"] <= STEPS).all() and (
-        t["eval_sampled_quality_points"] == 4
+        t["eval_sampled_quality_points"] == len(set(range(0, STEPS, 2)) | {STEPS - 1})  # eval_every=2
     ).all()
     assert set(t["init_seed"]) == {"0"}
     path = tmp_path / "table2_runs.csv"

@@ -198,6 +198,8 @@ def test_sigkilled_sweep_restarted_with_the_same_command_loses_and_duplicates_no
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     said = again.stdout + again.stderr  # hydra logs to stdout
+    # the sweep launcher keeps each job's log in <job dir>/console.log (the console gets one line a job)
+    said += "".join(p.read_text() for p in sorted((tmp_path / "sweep").glob("*/console.log")))
     assert "skipping" in said and "already FINISHED" in said and "runs of dead processes" in said
 
     exp = client.get_experiment_by_name("table2")
