@@ -123,7 +123,9 @@ def test_a_step_of_4096_samples_passes_the_barrier_every_group_scored_once(
             )
             for g in flush
         ]
-        out = Engine(judges.get("calibrated"), seed=0).run(rewards.get("seeded_single_elim"), built, step=run)
+        step = flush[0]["engine_step"]  # the training step the worker scored it as (its flush index
+        # when the samples carry none: "run")
+        out = Engine(judges.get("calibrated"), seed=0).run(rewards.get("seeded_single_elim"), built, step=step)
         advs, masked = mask_unreliable(out.results, DEFAULT_MAX_FAILED_SHARE)
         assert masked == 0
         for g, res, adv in zip(flush, out.results, advs, strict=True):
