@@ -108,7 +108,7 @@ def test_a_step_of_4096_samples_passes_the_barrier_every_group_scored_once(
     for g in groups:
         by_run.setdefault(g["run"], []).append(g)
     assert sorted(by_run) == list(range(len(by_run)))
-    for run, flush in by_run.items():
+    for flush in by_run.values():
         flush.sort(key=lambda g: g["position"])
         assert [g["position"] for g in flush] == list(range(flush[0]["flush_groups"]))
         built = [
@@ -123,9 +123,10 @@ def test_a_step_of_4096_samples_passes_the_barrier_every_group_scored_once(
             )
             for g in flush
         ]
-        step = flush[0]["engine_step"]  # the training step the worker scored it as (its flush index
-        # when the samples carry none: "run")
-        out = Engine(judges.get("calibrated"), seed=0).run(rewards.get("seeded_single_elim"), built, step=step)
+        # the training step the worker scored it as (its flush index when the samples carry none)
+        step = flush[0]["engine_step"]
+        engine = Engine(judges.get("calibrated"), seed=0)
+        out = engine.run(rewards.get("seeded_single_elim"), built, step=step)
         advs, masked = mask_unreliable(out.results, DEFAULT_MAX_FAILED_SHARE)
         assert masked == 0
         for g, res, adv in zip(flush, out.results, advs, strict=True):
