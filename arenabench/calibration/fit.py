@@ -36,7 +36,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from arenabench.calibration.stats import JudgeData, measure, point_values
-from arenabench.judges.ordinal import OrdinalJudge
+from arenabench.judges.ordinal import OrdinalJudge, response_level_sd
 from arenabench.sim import GROUP_SPREAD, PROMPT_SPREAD, QUALITY_MEAN
 
 TARGETS = (
@@ -244,7 +244,7 @@ def fit(
     p = unpack(best.x)
     judge, sim = run(p)
     fitted = _values(measure(sim, n_boot=0))
-    sd_z = math.sqrt(1 + (p["gap_sd"] ** 2 + p["gap_mean"] ** 2) / 4)
+    sd_z = response_level_sd(p["gap_mean"], p["gap_sd"])
     params = {
         "grid": list(grid),
         "cutpoints": [round(float(c), 6) for c in judge.cutpoints],

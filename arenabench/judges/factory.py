@@ -24,6 +24,8 @@ JUDGES: dict[str, str] = {
 }
 JUDGE_KINDS = tuple(JUDGES)
 STACK_KEYS = ("cache", "faults")  # config keys that wrap the judge rather than build it
+# read by a trainer before the judge is built (trainers/local/judge_map.py), never by the judge
+TRAINER_KEYS = ("quality_map",)
 _INJECTED = ("self", "llm")  # constructor arguments that are not config values (a prebuilt engine)
 
 
@@ -46,7 +48,9 @@ def check(cfg: Mapping[str, Any]) -> None:
     if kind == "simulated":
         build(cfg)
         return
-    _check_names(judge_class(kind), kind, {k: v for k, v in cfg.items() if k not in ("kind", *STACK_KEYS)})
+    _check_names(
+        judge_class(kind), kind, {k: v for k, v in cfg.items() if k not in ("kind", *STACK_KEYS, *TRAINER_KEYS)}
+    )
 
 
 def _check_names(cls: type, kind: str, cfg: Mapping[str, Any]) -> None:
@@ -64,11 +68,11 @@ def build(cfg: Mapping[str, Any]):
     bare judge (its SNR probe measures the judge itself) and wraps it in a ``JudgeStack``."""
     cfg = dict(cfg)
     kind = cfg.pop("kind", "simulated")
-    for key in STACK_KEYS:  # the stack's, not the judge's: JudgeStack applies them
+    for key in (*STACK_KEYS, *TRAINER_KEYS):  # the stack's / trainer's, not the judge's
         cfg.pop(key, None)
     cls = judge_class(kind)
     _check_names(cls, kind, cfg)
     return cls(**cfg)
 
 
-__all__ = ["JUDGES", "JUDGE_KINDS", "STACK_KEYS", "build", "check", "judge_class"]
+__all__ = ["JUDGES", "JUDGE_KINDS", "STACK_KEYS", "TRAINER_KEYS", "build", "check", "judge_class"]

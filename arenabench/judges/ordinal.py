@@ -40,6 +40,20 @@ _PAIR_SALT = 0x9A1B
 _SAMPLE_SALT = 0x5A3E
 
 
+def response_level_sd(gap_mean: float, gap_sd: float) -> float:
+    """SD of the recorded responses' latent levels: a pair's level ~ N(0, 1) and its two responses
+    sit at level ± gap/2 with the recorded gap ~ N(gap_mean, gap_sd²) (``calibrate``'s model)."""
+    return math.sqrt(1.0 + (gap_sd**2 + gap_mean**2) / 4.0)
+
+
+def recorded_level_sd(provenance: dict) -> float:
+    """:func:`response_level_sd` of a fitted YAML's ``provenance.recorded_gap``."""
+    gap = (provenance or {}).get("recorded_gap") or {}
+    if "mean" not in gap or "sd" not in gap:
+        raise ValueError("this fitted judge's provenance has no recorded_gap {mean, sd}: re-run arenabench calibrate")
+    return response_level_sd(float(gap["mean"]), float(gap["sd"]))
+
+
 class OrdinalJudge(JudgeAccounting):
     """Pairwise and pointwise judge fitted to a real judge (module docstring)."""
 

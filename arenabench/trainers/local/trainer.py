@@ -25,6 +25,7 @@ from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics
 from arenabench.engine import build_engine
 from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
 from arenabench.trainers.local.config import RunConfig
+from arenabench.trainers.local.judge_map import map_judge_to_start
 from arenabench.trainers.local.policy import (
     TinyLM,
     response_logits,
@@ -151,7 +152,23 @@ def train(
     task_cfg = dict(cfg["task"])
     task = TASKS.get(task_cfg.pop("name"), **task_cfg)
     constructor = rewards.build(cfg["reward"])
-    jcfg = dict(cfg["judge"])
+    loss_fn = get_policy_loss(tc.algo)
+    T = tc.temperature
+    kv = tc.kv_cache  # the sampler (policy.py): KV cache or full re-forward per token
+
+    policy = TinyLM(
+        task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head, tc.tie_head
+    )
+    start = load_init(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
+    if tracker is not None and hasattr(tracker, "set_tags"):
+        tracker.set_tags(start)  # init_sha256, init_source: which start this run's numbers rest on
+
+    # a fitted judge's latent scale is placed on this start's responses (judge_map.py)
+    jcfg = map_judge_to_start(cfg["judge"], policy, task, T, kv)
+    if jcfg.get("kind") == "ordinal":
+        log.info("fitted judge mapped: quality_loc %s, quality_scale %s", jcfg["quality_loc"], jcfg["quality_scale"])
+        if tracker is not None and hasattr(tracker, "set_tags"):
+            tracker.set_tags({f"judge_{k}": str(jcfg[k]) for k in ("quality_loc", "quality_scale")})
     judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
     engine = build_engine(
@@ -163,17 +180,7 @@ def train(
         max_failed_share=rc.engine.max_failed_share,
     )
     max_failed = rc.engine.max_failed_share
-    loss_fn = get_policy_loss(tc.algo)
-    T = tc.temperature
-
-    policy = TinyLM(
-        task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head, tc.tie_head
-    )
-    start = load_init(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
-    if tracker is not None and hasattr(tracker, "set_tags"):
-        tracker.set_tags(start)  # init_sha256, init_source: which start this run's numbers rest on
     ref = copy.deepcopy(policy).eval().requires_grad_(False)
-    kv = tc.kv_cache  # the sampler (policy.py): KV cache or full re-forward per token
     constructor.bind_reference(PolicyReference(ref, task, T, seed, kv))
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
     ref_greedy = sample(
