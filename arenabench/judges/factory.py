@@ -48,9 +48,8 @@ def check(cfg: Mapping[str, Any]) -> None:
     if kind == "simulated":
         build(cfg)
         return
-    _check_names(
-        judge_class(kind), kind, {k: v for k, v in cfg.items() if k not in ("kind", *STACK_KEYS, *TRAINER_KEYS)}
-    )
+    skip = ("kind", *STACK_KEYS, *TRAINER_KEYS)
+    _check_names(judge_class(kind), kind, {k: v for k, v in cfg.items() if k not in skip})
 
 
 def _check_names(cls: type, kind: str, cfg: Mapping[str, Any]) -> None:

@@ -50,7 +50,9 @@ def recorded_level_sd(provenance: dict) -> float:
     """:func:`response_level_sd` of a fitted YAML's ``provenance.recorded_gap``."""
     gap = (provenance or {}).get("recorded_gap") or {}
     if "mean" not in gap or "sd" not in gap:
-        raise ValueError("this fitted judge's provenance has no recorded_gap {mean, sd}: re-run arenabench calibrate")
+        raise ValueError(
+            "this fitted judge's provenance has no recorded_gap {mean, sd}: re-run arenabench calibrate"
+        )
     return response_level_sd(float(gap["mean"]), float(gap["sd"]))
 
 

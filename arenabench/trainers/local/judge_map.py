@@ -8,7 +8,8 @@ quality distribution, so with ``judge.quality_map: start`` (the default for fitt
 trainer maps **the responses of its RL start onto the responses the real judge was recorded on**:
 the step-0 samples (K = N = 8, sample 0 greedy, at the trainer's temperature, a fixed probe seed)
 pooled over prompts get the recorded responses' latent mean (0) and spread
-(:func:`arenabench.judges.ordinal.response_level_sd`, from the YAML's ``provenance.recorded_gap``). This is the convention ``calibrate`` uses
+(:func:`arenabench.judges.ordinal.response_level_sd` of the YAML's ``provenance.recorded_gap``).
+This is the convention ``calibrate`` uses
 for the simulated groups, chosen from the judge's statistics and the papers' setting alone (RL
 starts from an SFT model whose answers the judge already rates near its ceiling) — not from any
 RL result. The probe does not depend on the run's seed, group size or reward, so every arm and
@@ -53,7 +54,9 @@ def start_quality(policy, task, temperature: float, kv_cache: bool = False) -> t
     return float(q.mean()), float(q.std())
 
 
-def map_judge_to_start(jcfg: Mapping[str, Any], policy, task, temperature: float, kv_cache: bool = False) -> dict:
+def map_judge_to_start(
+    jcfg: Mapping[str, Any], policy, task, temperature: float, kv_cache: bool = False
+) -> dict:
     """``jcfg`` with ``quality_loc``/``quality_scale`` set from the RL start (module doc), and
     ``quality_map`` removed; other judges' configs are returned unchanged (minus the key)."""
     out = dict(jcfg)
@@ -69,7 +72,9 @@ def map_judge_to_start(jcfg: Mapping[str, Any], policy, task, temperature: float
         return out
     mean, sd = start_quality(policy, task, temperature, kv_cache)
     if not sd > 0:
-        raise ValueError("judge.quality_map=start: the start's samples all have one quality; use quality_map=fixed")
+        raise ValueError(
+            "judge.quality_map=start: the start's samples all have one quality; use quality_map=fixed"
+        )
     out["quality_loc"] = round(mean, 6)
     out["quality_scale"] = round(sd / recorded_level_sd(out.get("provenance") or {}), 6)
     return out

@@ -166,7 +166,8 @@ def train(
     # a fitted judge's latent scale is placed on this start's responses (judge_map.py)
     jcfg = map_judge_to_start(cfg["judge"], policy, task, T, kv)
     if jcfg.get("kind") == "ordinal":
-        log.info("fitted judge mapped: quality_loc %s, quality_scale %s", jcfg["quality_loc"], jcfg["quality_scale"])
+        loc, scale = jcfg["quality_loc"], jcfg["quality_scale"]
+        log.info("fitted judge mapped: quality_loc %s, quality_scale %s", loc, scale)
         if tracker is not None and hasattr(tracker, "set_tags"):
             tracker.set_tags({f"judge_{k}": str(jcfg[k]) for k in ("quality_loc", "quality_scale")})
     judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
