@@ -37,6 +37,8 @@ BY = "reward"  # the conf/reward file: pointwise_budget's constructor is "pointw
 PRIMARY = "eval_sampled_quality"
 EXPERIMENTS = (
     "table2", "snr_dynamics", "table2_hard", "table2_imperfect", "group_size", "rrc", "reasoning_arena",
+    "table2_gpt4_llmbar", "table2_chatgpt_llmbar", "table2_gpt4turbo_mtbench",
+    "group_size_gpt4_llmbar", "group_size_chatgpt_llmbar", "group_size_gpt4turbo_mtbench",
 )  # fmt: skip
 # the arm every other arm is paired against: the scoring rule each paper replaces
 BASELINES = {"rrc": "prc", "reasoning_arena": "rlvr"}
@@ -67,8 +69,20 @@ POOLED = {"tie_rate": ("judge_tie_rate", "judge_matches")}  # ties per answered 
 RUN_PARAMS = ("init.seed",)  # the SFT seed: the teacher draw of an imperfect teacher
 
 
+# a sweep rerun under a fitted judge is named <experiment>_<judge> (scripts/regenerate_tables.sh)
+FITTED = ("gpt4_llmbar", "chatgpt_llmbar", "gpt4turbo_mtbench")
+
+
+def split_judge(experiment: str) -> tuple[str, str | None]:
+    """(the experiment's design, the fitted judge it was rerun under, or None)."""
+    for j in FITTED:
+        if experiment.endswith(f"_{j}"):
+            return experiment[: -len(j) - 1], j
+    return experiment, None
+
+
 def baseline(experiment: str) -> str:
-    return BASELINES.get(experiment, "pointwise")
+    return BASELINES.get(split_judge(experiment)[0], "pointwise")
 
 
 CAVEAT = (
@@ -79,6 +93,16 @@ CAVEAT = (
     "saturates at the top of the scale. How much tournaments gain over pointwise scoring scales with "
     "that assumption; a real judge's resolution would have to be measured (results/fidelity.md) "
     "before any conclusion here transfers."
+)
+FITTED_CAVEAT = (
+    "**Judge.** The fitted judge `{judge}` (`conf/judge/{judge}.yaml`, kind `ordinal`): its score grid "
+    "and ceiling, pointwise and pairwise noise, position bias and ties are *measured* on recorded "
+    "judgments of the real judge (`results/judges/`, docs/calibration.md). Still assumed: how the "
+    "trainer's responses sit on that judge's scale (`judge.quality_map=start`: the SFT start's samples "
+    "get the recorded responses' latent mean and spread; the run tags `judge_quality_loc`/`_scale` "
+    "hold the numbers), normal noise independent between the two formats, no length bias. The "
+    "judge-free arms (`oracle`, `rank_oracle`) are not rerun per judge: their policies do not depend on "
+    "the judge (tests/trainers/local/test_judge_map.py), see the default sweep's report."
 )
 PRIMARY_WHY = (
     f"Primary metric: final `{PRIMARY}` — the mean true quality of 16 samples at T = 1 per prompt on "
@@ -142,7 +166,8 @@ def sweep_command(experiment: str, runs: pd.DataFrame) -> str:
     values across the runs differ from the experiment file's own sweep (e.g. a reward subset)."""
     import yaml
 
-    conf = Path(__file__).resolve().parents[1] / "conf" / "experiment" / f"{experiment}.yaml"
+    design = split_judge(experiment)[0]
+    conf = Path(__file__).resolve().parents[1] / "conf" / "experiment" / f"{design}.yaml"
     params = yaml.safe_load(conf.read_text())["hydra"]["sweeper"]["params"] if conf.exists() else {}
     own = {k: [x.strip() for x in str(v).split(",")] for k, v in params.items()}
     seen: dict[str, list[str]] = {}
@@ -160,7 +185,7 @@ def sweep_command(experiment: str, runs: pd.DataFrame) -> str:
         if ref is None or set(vals) != set(ref):
             order = [v for v in (ref or []) if v in vals] + [v for v in vals if v not in (ref or [])]
             extra.append(f"{k}={','.join(order)}")
-    return " ".join([f"arenabench-train -m experiment={experiment}", *extra])
+    return " ".join([f"arenabench-train -m experiment={design}", *extra])
 
 
 def _where(experiment: str, uri: str | None, where: dict | None) -> dict | None:
@@ -368,18 +393,25 @@ def legend(steps: int, base: str = "pointwise") -> list[str]:
 
 def header(experiment: str, info: dict, out: str, extra_cmd: str = "") -> list[str]:
     commits = ", ".join(f"`{c[:12]}`" for c in info["commits"]) or "(untagged)"
+    design, fitted = split_judge(experiment)
+    title = TITLES.get(design, design) + (f" — under the fitted judge `{fitted}`" if fitted else "")
+    caveat = (
+        FITTED_CAVEAT.format(judge=fitted)
+        if fitted
+        else CAVEAT.format(judge=JUDGES.get(experiment, "calibrated"))
+        + JUDGE_NOTES.get(JUDGES.get(experiment, ""), "")
+    )
     return [
-        f"# {TITLES.get(experiment, experiment)}",
+        f"# {title}",
         "",
         f"- Runs: {info['n_runs']} (sweep `{info['sweep']}`), arms: {', '.join(info['arms'])}; "
         f"seeds {', '.join(map(str, info['seeds']))}; steps {', '.join(map(str, info['steps']))}.",
         f"- Produced by commit {commits} (the runs' `git_commit` tag).",
         f"- Command: `{info['command']}{extra_cmd}` then "
         f"`python experiments/table2_report.py --out {out} --experiments {experiment}`; design and "
-        f"budget: `conf/experiment/{experiment}.yaml`.",
+        f"budget: `conf/experiment/{design}.yaml`.",
         "",
-        CAVEAT.format(judge=JUDGES.get(experiment, "calibrated"))
-        + JUDGE_NOTES.get(JUDGES.get(experiment, ""), ""),
+        caveat,
         "",
         PRIMARY_WHY,
         "",
@@ -438,8 +470,8 @@ def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
     info = run_info(experiment, uri)
     steps = info["steps"][0] if len(info["steps"]) == 1 else max(info["steps"])
     parts = header(experiment, info, out_arg)
-    if experiment == "group_size":
-        return report_group_size(info, steps, uri, out, parts)
+    if split_judge(experiment)[0] == "group_size":
+        return report_group_size(experiment, info, steps, uri, out, parts)
     common, seen = complete_seeds(experiment, uri)
     if common != seen:
         parts += [
@@ -461,7 +493,7 @@ def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
     ]
     if "eval_pass_rate" in t:
         parts += objectives_table(t, base)
-    if experiment == "table2_imperfect":
+    if split_judge(experiment)[0] == "table2_imperfect":
         parts += teacher_spread(runs, base)
     parts += figures(experiment, t, steps, uri, out)
     parts += ["## Dynamics", "", *dynamics_figures(experiment, uri, out)]
@@ -478,18 +510,20 @@ def _restrict(table: pd.DataFrame, arms: set) -> pd.DataFrame:
     return out
 
 
-def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) -> str:
-    runs = load_runs("group_size", uri=uri)
+def report_group_size(experiment: str, info: dict, steps: int, uri, out: Path, parts: list[str]) -> str:
+    fitted = split_judge(experiment)[1]
+    table2 = f"table2_{fitted}" if fitted else "table2"  # N = 8 under the same judge
+    runs = load_runs(experiment, uri=uri)
     ns = sorted(
         {int(o.split("=")[1]) for s in runs["overrides"] for o in s.split() if o.startswith("group_size=")}
     )
     tables, frames, per_run = {}, {}, []
     parts += ["## Arms vs pointwise at each group size N, paired by seed", ""]
-    sources = {n: ("group_size", {"group_size": str(n)}) for n in ns}
+    sources = {n: (experiment, {"group_size": str(n)}) for n in ns}
     if N_FROM_TABLE2 not in ns:
         try:  # the group_size sweep leaves N = 8 to table2: the same jobs (conf/experiment/group_size.yaml)
-            load_runs("table2", uri=uri)
-            sources[N_FROM_TABLE2] = ("table2", None)
+            load_runs(table2, uri=uri)
+            sources[N_FROM_TABLE2] = (table2, None)
         except ValueError:
             pass
     arms = set(runs[BY])
@@ -505,11 +539,11 @@ def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) 
             ]
             continue
         t = stats_tables(experiment, uri, where=where)
-        if experiment == "table2":  # only the arms the group_size sweep has
+        if experiment == table2:  # only the arms the group_size sweep has
             t = {k: _restrict(v, arms) for k, v in t.items()}
-            info8 = run_info("table2", uri)
+            info8 = run_info(table2, uri)
             parts += [
-                f"### N = {n} (from the table2 sweep `{info8['sweep']}`, commit(s) "
+                f"### N = {n} (from the {table2} sweep `{info8['sweep']}`, commit(s) "
                 + ", ".join(f"`{c[:12]}`" for c in info8["commits"])
                 + "; the same jobs: configs differ only in the experiment name)",
                 "",
@@ -523,17 +557,18 @@ def report_group_size(info: dict, steps: int, uri, out: Path, parts: list[str]) 
         r = r[r["arm"].isin(arms)].assign(group_size=n)
         per_run.append(r)
         parts += main_table(t, steps, runs=r)
-    pd.concat(frames, names=["group_size"]).to_csv(out / "group_size_stats.csv")
+    pd.concat(frames, names=["group_size"]).to_csv(out / f"{experiment}_stats.csv")
     runs = pd.concat(per_run, ignore_index=True) if per_run else pd.DataFrame()
-    runs.to_csv(out / "group_size_runs.csv", index=False)
+    runs.to_csv(out / f"{experiment}_runs.csv", index=False)
     if len(runs):
         parts = parts[:5] + starts_line(runs) + parts[5:]
     parts += legend(steps)
-    sweep_figure(tables, "group size N", path=out / "group_size_final.png",
-                 title="group_size: final sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
-    sweep_figure(tables, "group size N", quantity="auc", path=out / "group_size_auc.png",
-                 title="group_size: AUC of sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
-    parts += ["![final by N](group_size_final.png) ![AUC by N](group_size_auc.png)", ""]
+    e = experiment
+    sweep_figure(tables, "group size N", path=out / f"{e}_final.png",
+                 title=f"{e}: final sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
+    sweep_figure(tables, "group size N", quantity="auc", path=out / f"{e}_auc.png",
+                 title=f"{e}: AUC of sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
+    parts += [f"![final by N]({e}_final.png) ![AUC by N]({e}_auc.png)", ""]
     if len(runs):
         parts += runs_listing(runs, steps)
     return "\n".join(parts)
