@@ -1,0 +1,251 @@
+"""The headline per judge (issue 25 item 6): which reward constructor beats pointwise scoring under
+which judge, read from the table2 / group_size sweeps rerun under each fitted judge
+(``scripts/regenerate_tables.sh``; experiments ``table2_<judge>``, ``group_size_<judge>``) beside the
+default sweeps on the simulator's ``calibrated`` preset. Writes ``<out>/train.md`` and
+``train.csv``::
+
+    python experiments/judge_table.py --out results/judges
+
+Every cell is a paired difference by seed (arm − pointwise under the same judge, same SFT start and
+prompt order) with its 95% t interval and p-value, whatever it shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table2_report import BY, FITTED, PRIMARY, complete_seeds, fmt, fmt_p, run_info  # noqa: E402
+
+from arenabench.compare import arm_stats, load_runs  # noqa: E402
+
+JUDGES = ("calibrated", *FITTED)
+LABELS = {
+    "calibrated": "simulator `calibrated` (assumed)",
+    "gpt4_llmbar": "GPT-4, LLMBar (fitted)",
+    "chatgpt_llmbar": "ChatGPT, LLMBar (fitted)",
+    "gpt4turbo_mtbench": "GPT-4-Turbo, MT-bench (fitted)",
+}
+ARMS = (
+    "anchor",
+    "round_robin",
+    "seeded_single_elim",
+    "double_elim",
+    "swiss",
+    "pointwise_rank",
+    "pointwise_budget",
+)
+
+
+def experiment(design: str, judge: str) -> str:
+    return design if judge == "calibrated" else f"{design}_{judge}"
+
+
+def stats(exp: str, uri, where=None) -> pd.DataFrame | None:
+    try:
+        common, _ = complete_seeds(exp, uri, where)
+    except ValueError:
+        return None
+    if len(common) < 2:
+        return None
+    w = {**(where or {}), "seed": common}
+    t = arm_stats(exp, PRIMARY, uri=uri, by=BY, baseline="pointwise", where=w).set_index("arm")
+    snr = arm_stats(exp, "snr", uri=uri, by=BY, where=w).set_index("arm")
+    t["snr_mean"] = snr["auc"]
+    t.attrs["seeds"] = common
+    return t
+
+
+def tags(exp: str, uri) -> dict:
+    runs = load_runs(exp, uri=uri)
+    out = {}
+    for k in ("judge_quality_loc", "judge_quality_scale"):
+        if k in runs:
+            vals = sorted(set(runs[k].dropna()))
+            out[k] = ", ".join(vals)
+    return out
+
+
+def cell(r, q: str = "final") -> str:
+    return f"{fmt(r[f'd_{q}'], r[f'd_{q}_lo'], r[f'd_{q}_hi'], signed=True)} (p {fmt_p(r[f'p_{q}'])})"
+
+
+def table2_section(uri, rows: list) -> list[str]:
+    found = {j: stats(experiment("table2", j), uri) for j in JUDGES}
+    found = {j: t for j, t in found.items() if t is not None}
+    if not found:
+        return ["No table2 sweep in the store."]
+    steps = {j: max(run_info(experiment("table2", j), uri)["steps"]) for j in found}
+    lines = []
+    for q, what in (("final", "final"), ("auc", "area under the curve (AUC)")):
+        head = "| arm | " + " | ".join(LABELS[j] for j in found) + " |"
+        lines += [
+            f"### Δ {what} sampled quality vs pointwise under the same judge [95% CI] (p)",
+            "",
+            head,
+            "|---|" + "---|" * len(found),
+        ]
+        base = "| `pointwise` (absolute) | " + " | ".join(
+            fmt(t.loc["pointwise", q], t.loc["pointwise", f"{q}_lo"], t.loc["pointwise", f"{q}_hi"])
+            for t in found.values()
+        )
+        lines.append(base + " |")
+        for a in ARMS:
+            cells = [cell(t.loc[a], q) if a in t.index else "—" for t in found.values()]
+            lines.append(f"| `{a}` | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["### Judge calls per step (mean over seeds) and mean SNR of the pointwise arm", ""]
+    lines += ["| arm | " + " | ".join(LABELS[j] for j in found) + " |", "|---|" + "---|" * len(found)]
+    for a in ("pointwise", *ARMS):
+        lines.append(
+            f"| `{a}` | "
+            + " | ".join(
+                f"{t.loc[a, 'judge_calls'] / steps[j]:.1f}" if a in t.index else "—" for j, t in found.items()
+            )
+            + " |"
+        )
+    lines.append(
+        "| SNR of `pointwise` (σ_group/σ_noise, mean over steps) | "
+        + " | ".join(fmt(t.loc["pointwise", "snr_mean"], nd=2) for t in found.values())
+        + " |"
+    )
+    lines.append("")
+    for j, t in found.items():
+        for a, r in t.iterrows():
+            rows.append(
+                {
+                    "design": "table2",
+                    "judge": j,
+                    "group_size": 8,
+                    "arm": a,
+                    "n": int(r["n"]),
+                    "seeds": " ".join(t.attrs["seeds"]),
+                    "judge_calls_per_step": r["judge_calls"] / steps[j],
+                    **{
+                        k: r.get(k, math.nan)
+                        for k in ("final", "final_lo", "final_hi", "auc", "auc_lo", "auc_hi")
+                    },
+                    **{
+                        k: r.get(k, math.nan)
+                        for k in (
+                            "d_final",
+                            "d_final_lo",
+                            "d_final_hi",
+                            "p_final",
+                            "d_auc",
+                            "d_auc_lo",
+                            "d_auc_hi",
+                            "p_auc",
+                        )
+                    },
+                }
+            )
+    seeds = {j: t.attrs["seeds"] for j, t in found.items()}
+    lines += [
+        "Seeds per judge: " + "; ".join(f"{j}: {len(s)} ({', '.join(s)})" for j, s in seeds.items()),
+        "",
+    ]
+    maps = {j: tags(experiment("table2", j), uri) for j in found if j != "calibrated"}
+    if maps:
+        lines += [
+            "Where each fitted judge saw the responses (`judge.quality_map=start`, run tags): "
+            + "; ".join(
+                f"{j}: loc {m.get('judge_quality_loc', '?')}, scale {m.get('judge_quality_scale', '?')}"
+                for j, m in maps.items()
+            ),
+            "",
+        ]
+    return lines
+
+
+def group_size_section(uri, rows: list) -> list[str]:
+    lines = [
+        "### group_size: Δ final sampled quality, `seeded_single_elim` − `pointwise` by N [95% CI] (p)",
+        "",
+    ]
+    found = {}
+    for j in JUDGES:
+        exp = experiment("group_size", j)
+        try:
+            runs = load_runs(exp, uri=uri)
+        except ValueError:
+            continue
+        ns = sorted(
+            {
+                int(o.split("=")[1])
+                for s in runs["overrides"]
+                for o in s.split()
+                if o.startswith("group_size=")
+            }
+        )
+        per_n = {n: stats(exp, uri, {"group_size": str(n)}) for n in ns}
+        t8 = stats(experiment("table2", j), uri)
+        if t8 is not None:
+            per_n[8] = t8
+        found[j] = {n: t for n, t in sorted(per_n.items()) if t is not None}
+    if not found:
+        return lines + ["No group_size sweep in the store.", ""]
+    ns = sorted({n for d in found.values() for n in d})
+    lines += ["| judge | " + " | ".join(f"N = {n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
+    for j, d in found.items():
+        cells = []
+        for n in ns:
+            t = d.get(n)
+            if t is None or "seeded_single_elim" not in t.index:
+                cells.append("—")
+                continue
+            cells.append(cell(t.loc["seeded_single_elim"]) + f", n = {int(t.loc['seeded_single_elim', 'n'])}")
+            r = t.loc["seeded_single_elim"]
+            rows.append(
+                {
+                    "design": "group_size",
+                    "judge": j,
+                    "group_size": n,
+                    "arm": "seeded_single_elim",
+                    "n": int(r["n"]),
+                    "seeds": " ".join(t.attrs["seeds"]),
+                    **{k: r.get(k, math.nan) for k in ("d_final", "d_final_lo", "d_final_hi", "p_final")},
+                }
+            )
+        lines.append(f"| {LABELS[j]} | " + " | ".join(cells) + " |")
+    return lines + ["", "N = 8 comes from the same judge's table2 sweep (the same jobs).", ""]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="results/judges")
+    ap.add_argument(
+        "--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or results/mlflow.db)"
+    )
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    parts = [
+        "# Reward constructors per judge (issue 25)",
+        "",
+        "Produced by `python experiments/judge_table.py --out results/judges` from the sweeps of "
+        "`scripts/regenerate_tables.sh` (`make tables`); every judge's arms start from the same SFT "
+        "checkpoint and see the same prompts per seed; differences are paired by seed. Per-experiment "
+        "detail (controls, curves, per-run rows with checkpoint hash and judge calls): "
+        "`results/train/table2_<judge>.md`, `results/train/group_size_<judge>.md`.",
+        "",
+        "## table2 (N = 8, K = 8, 200 steps, init=sft)",
+        "",
+        *table2_section(args.uri, rows),
+        "## group_size",
+        "",
+        *group_size_section(args.uri, rows),
+    ]
+    (out / "train.md").write_text("\n".join(parts))
+    pd.DataFrame(rows).to_csv(out / "train.csv", index=False)
+    print("\n".join(parts))
+
+
+if __name__ == "__main__":
+    main()
