@@ -74,3 +74,41 @@ def test_check_reports_exact_reproduction(tmp_path):
         "snr_dynamics: no new table" in ln for ln in lines
     )
     assert lines[-1].strip().endswith("reproduced exactly.")
+
+
+def runs(seeds, final=2.85, sha="ab12"):
+    return pd.DataFrame(
+        [
+            {"arm": a, "arm_by": "reward", "seed": s, "run_id": f"id{a}{s}{final}", "init_sha256": sha,
+             "judge_calls": 100.0, "eval_sampled_quality_final": final + s / 100, "snr_final": math.nan}
+            for a in ("pointwise", "round_robin") for s in seeds
+        ]
+    )  # fmt: skip
+
+
+def test_runs_compared_row_by_row_on_the_shared_seeds():
+    """The demo's 5 seeds against the published 10: the 10 shared (arm, seed) rows are compared,
+    run ids (machine-specific) ignored, NaN equal to NaN; one changed value flags its run."""
+    both, same, diffs = rc.compare_runs(runs(range(5)), runs(range(10)))
+    assert (both, same, diffs) == (10, 10, [])
+    new = runs(range(5))
+    new.loc[(new["arm"] == "round_robin") & (new["seed"] == 3), "eval_sampled_quality_final"] += 1e-9
+    both, same, diffs = rc.compare_runs(new, runs(range(10)))
+    assert (
+        (both, same) == (10, 9)
+        and len(diffs) == 1
+        and "round_robin seed 3 eval_sampled_quality_final" in diffs[0]
+    )
+    both, same, diffs = rc.compare_runs(runs(range(5), sha="cd34"), runs(range(10)))
+    assert same == 0 and all("init_sha256" in d for d in diffs)
+
+
+def test_check_counts_identical_runs_in_the_verdict(tmp_path):
+    new, ref = tmp_path / "new", tmp_path / "ref"
+    stats(tmp=new, commit="aaa")
+    stats(tmp=ref, commit="aaa")
+    runs(range(5)).to_csv(new / "table2_runs.csv", index=False)
+    runs(range(10)).to_csv(ref / "table2_runs.csv", index=False)
+    lines, md = rc.check(new, ref, ["table2"])
+    assert any("10 of 10 runs" in x for x in lines)
+    assert "runs: 10 of 10 (arm, seed) runs identical" in lines[-1]
