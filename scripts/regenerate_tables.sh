@@ -13,20 +13,26 @@ FITTED=${FITTED:-"gpt4_llmbar chatgpt_llmbar gpt4turbo_mtbench"}
 JUDGE_ARMS=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss,pointwise_rank,pointwise_budget
 # group_size per judge: 5 seeds (issue 25 asks for 5 paired seeds; 10 would add ~45 min on 2 cores)
 GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4}
-STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size table2_hard table2_imperfect reasoning_arena rrc"}
-train() { "$PY" -m arenabench.train -m progress=false tracking.uri="$URI" "$@"; }
+STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc"}
+# one fixed sweep dir (= the runs' sweep id) per experiment name: a killed stage restarted with the
+# same command re-runs only what did not finish, and the report (latest sweep) still sees every run
+train() {
+  local name=$1; shift
+  "$PY" -m arenabench.train -m progress=false tracking.uri="$URI" hydra.sweep.dir="results/hydra/multirun/$name/tables" "$@"
+}
 for stage in $STAGES; do
   echo "== $stage $(date -u +%H:%M:%S)"
   case $stage in
     judges_table2)
       for j in $FITTED; do
-        train experiment=table2 judge="$j" name="table2_$j" reward="$JUDGE_ARMS"
+        train "table2_$j" experiment=table2 judge="$j" name="table2_$j" reward="$JUDGE_ARMS"
       done ;;
     judges_group_size)
       for j in $FITTED; do
-        train experiment=group_size judge="$j" name="group_size_$j" reward=pointwise,seeded_single_elim seed="$GS_JUDGE_SEEDS"
+        train "group_size_$j" experiment=group_size judge="$j" name="group_size_$j" \
+          reward=pointwise,seeded_single_elim seed="$GS_JUDGE_SEEDS"
       done ;;
-    *) train experiment="$stage" ;;
+    *) train "$stage" experiment="$stage" ;;
   esac
 done
 echo "== done $(date -u +%H:%M:%S)"
