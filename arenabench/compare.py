@@ -750,13 +750,30 @@ def paired_difference_figure(table: pd.DataFrame, quantities=("final", "auc"), t
     return fig
 
 
-def stats_frontier_figure(table: pd.DataFrame, steps: int | None = None, title: str = "", path=None):
+def stats_frontier_figure(
+    table: pd.DataFrame, steps: int | None = None, title: str = "", path=None, cost: str = "judge_calls"
+):
     """Quality against judge cost per arm, from an :func:`arm_stats` frame: the mean final value
-    with its t interval against the mean cumulative judge calls (per step if ``steps`` is given).
-    Arms that ask the judge nothing (oracles) sit at 0."""
-    if "judge_calls" not in table:
-        raise ValueError("the arm_stats table has no judge_calls column")
-    x = table["judge_calls"].to_numpy(dtype=float) / (steps or 1)
+    with its t interval against the mean cumulative judge cost (per step if ``steps`` is given):
+    ``cost`` = ``judge_calls`` or a token total of :data:`COST_METRICS` (``judge_tokens``: prefill +
+    decode). Arms that ask the judge nothing (oracles) sit at 0."""
+    if cost == "judge_tokens":
+        need = ("judge_prompt_tokens_total", "judge_completion_tokens_total")
+        if not all(c in table for c in need):
+            raise ValueError(f"the arm_stats table has no token columns {list(need)} (no tokens logged)")
+        total = table[need[0]].to_numpy(dtype=float) + table[need[1]].to_numpy(dtype=float)
+    elif cost in table:
+        total = table[cost].to_numpy(dtype=float)
+    else:
+        raise ValueError(
+            f"the arm_stats table has no {cost} column; valid: judge_tokens, {list(COST_METRICS)}"
+        )
+    x = np.nan_to_num(total) / (steps or 1)
+    what = (
+        "judge calls"
+        if cost == "judge_calls"
+        else f"judge {COST_LABELS.get(cost, 'tokens').replace('_', ' ')}"
+    )
     m = table["final"].to_numpy(dtype=float)
     lo = np.nan_to_num(m - table["final_lo"].to_numpy(dtype=float))
     hi = np.nan_to_num(table["final_hi"].to_numpy(dtype=float) - m)
@@ -765,9 +782,9 @@ def stats_frontier_figure(table: pd.DataFrame, steps: int | None = None, title: 
     fig, (ax,) = _figure(size=(8, 5))
     ax.errorbar(x, m, yerr=[lo, hi], fmt="o", capsize=3)
     pct = f"{100 * table.attrs.get('level', 0.95):g}%"
-    ax.set_xlabel("judge calls per step" if steps else "judge calls (final, cumulative)")
+    ax.set_xlabel(f"{what} per step" if steps else f"{what} (final, cumulative)")
     ax.set_ylabel(f"final {table.attrs.get('metric', '')} (mean, {pct} CI)")
-    ax.set_title(title or "quality vs judge calls", fontsize=10)
+    ax.set_title(title or f"quality vs {what}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.margins(x=0.18, y=0.1)  # room for the labels inside the frame
     if (x >= 0).all():  # judge calls: no negative axis beyond a sliver for the oracles at 0

@@ -230,6 +230,21 @@ def _steps_note(runs: pd.DataFrame | None, arm: str, metric: str, steps: int) ->
     return f" ({int(r[f'{metric}_points'].sum())}/{steps * len(r)})"
 
 
+def _has_tokens(table: pd.DataFrame) -> bool:
+    cols = ("judge_prompt_tokens_total", "judge_completion_tokens_total")
+    return all(c in table for c in cols) and bool((table[cols[0]].fillna(0) > 0).any())
+
+
+def tokens_cell(r, steps: int) -> str:
+    """Judge tokens per step, prefill + decode (— where the judge counts none)."""
+    p, d = r.get("judge_prompt_tokens_total", math.nan), r.get("judge_completion_tokens_total", math.nan)
+    if p is None or d is None or math.isnan(p) or math.isnan(d):
+        return "—"
+    if p + d == 0 and r.get("judge_calls", 0) > 0:  # asked the judge, counted nothing (pointwise)
+        return "—"
+    return f"{(p + d) / steps:,.0f}"
+
+
 def main_table(
     t: dict[str, pd.DataFrame], steps: int, base: str = "pointwise", runs: pd.DataFrame | None = None
 ) -> list[str]:
@@ -237,7 +252,8 @@ def main_table(
     adv, snr = t["adv"].set_index("arm"), t["snr"].set_index("arm")
     ties = runs.groupby("arm")["tie_rate"].mean() if runs is not None else pd.Series(dtype=float)
     head = (
-        f"| arm | n | judge calls / step | final sampled quality [95% CI] | Δ final vs {base} [95% CI] "
+        f"| arm | n | judge calls / step | judge tokens / step | final sampled quality [95% CI] "
+        f"| Δ final vs {base} [95% CI] "
         f"| p | AUC [95% CI] | Δ AUC vs {base} [95% CI] | p | final greedy quality [95% CI] "
         f"| Δ greedy vs {base} [95% CI] | p | mean adv–oracle r [95% CI] | mean SNR (steps) | tie rate |"
     )
@@ -253,6 +269,7 @@ def main_table(
                     f"`{a}`",
                     str(int(r["n"])),
                     f"{r['judge_calls'] / steps:.1f}",
+                    tokens_cell(r, steps),
                     *paired_cells(r, "final"),
                     *paired_cells(r, "auc"),
                     *paired_cells(gr, "final"),
@@ -379,7 +396,11 @@ def legend(steps: int, base: str = "pointwise") -> list[str]:
         f"{base} over seeds (same seed = same SFT checkpoint and prompt order) with its 95% t CI and the "
         "two-sided paired t-test p-value (few pairs: read p as a screening number, not a verdict; "
         "no multiple-comparison correction); *judge calls / step* = final cumulative judge calls / steps "
-        "(the oracle controls ask none); *mean adv–oracle r* = time-average over steps of the per-group "
+        "(the oracle controls ask none); *judge tokens / step* = prefill + decode tokens per step that "
+        "a real pairwise judge would be sent for these texts (the simulator counts comparisons under "
+        "`tiny-bpe` with the rubric's prompt, docs/tokens.md; — where nothing is counted: pointwise "
+        "requests, which the LLM backends have no prompt for, and the fitted judges); "
+        "*mean adv–oracle r* = time-average over steps of the per-group "
         "Pearson r between the arm's advantages and standardize(true quality) (steps with no usable group "
         "log 0); *mean SNR* = time-average of σ_group/σ_noise of pointwise scores of the arm's own samples "
         "(a property of the policy, logged in every arm) over the step values that are finite — *(steps)* "
@@ -425,13 +446,23 @@ def figures(experiment: str, t: dict, steps: int, uri, out: Path, where=None, ta
         t["primary"], steps=steps, title=f"{name}: final sampled quality vs judge calls per step",
         path=out / f"{name}_frontier.png",
     )  # fmt: skip
+    tokens = _has_tokens(t["primary"])
+    if tokens:  # the judge's bill in tokens (prefill + decode, docs/tokens.md) beside its calls
+        p = t["primary"]
+        counted = p[(p["judge_prompt_tokens_total"].fillna(0) > 0) | (p["judge_calls"] == 0)]
+        stats_frontier_figure(
+            counted, steps=steps, cost="judge_tokens", path=out / f"{name}_frontier_tokens.png",
+            title=f"{name}: final sampled quality vs judge tokens (prefill + decode) per step\n"
+            "(arms whose requests count no tokens, e.g. pointwise, left out)",
+        )  # fmt: skip
     c = metric_curves(experiment, PRIMARY, uri=uri, by=BY, where=where)
     curves_figure(
         c, PRIMARY, title=f"{name}: {PRIMARY}, mean ± std over seeds", path=out / f"{name}_curves.png"
     )
     return [
         f"![paired differences]({name}_paired_diff.png) ![frontier]({name}_frontier.png) "
-        f"![curves]({name}_curves.png)",
+        + (f"![frontier in tokens]({name}_frontier_tokens.png) " if tokens else "")
+        + f"![curves]({name}_curves.png)",
         "",
     ]
 
@@ -528,8 +559,8 @@ def report_group_size(experiment: str, info: dict, steps: int, uri, out: Path, p
             pass
     arms = set(runs[BY])
     for n in sorted(sources):
-        experiment, where = sources[n]
-        common, seen = complete_seeds(experiment, uri, where)
+        src, where = sources[n]
+        common, seen = complete_seeds(src, uri, where)
         if len(common) < 2:
             parts += [
                 f"### N = {n}",
@@ -538,8 +569,8 @@ def report_group_size(experiment: str, info: dict, steps: int, uri, out: Path, p
                 "",
             ]
             continue
-        t = stats_tables(experiment, uri, where=where)
-        if experiment == table2:  # only the arms the group_size sweep has
+        t = stats_tables(src, uri, where=where)
+        if src == table2:  # only the arms the group_size sweep has
             t = {k: _restrict(v, arms) for k, v in t.items()}
             info8 = run_info(table2, uri)
             parts += [
@@ -553,7 +584,7 @@ def report_group_size(experiment: str, info: dict, steps: int, uri, out: Path, p
         if common != seen:
             parts += [f"Incomplete: the sweep stopped early; paired over seeds {', '.join(common)} only.", ""]
         tables[n], frames[f"N={n}"] = t["primary"], pd.concat(dict(t), names=["table"])
-        r = run_rows(experiment, uri, where)
+        r = run_rows(src, uri, where)
         r = r[r["arm"].isin(arms)].assign(group_size=n)
         per_run.append(r)
         parts += main_table(t, steps, runs=r)

@@ -149,9 +149,14 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert {r.split("|")[1].strip(" `") for r in rows} >= set(ARMS)
     oracle = next(r for r in rows if r.startswith("| `oracle`")).split("|")
-    assert oracle[3].strip() == "0.0"  # judge calls per step
-    assert oracle[5].strip().startswith(("+", "-")) and "[" in oracle[5]  # Δ final with a CI
-    for png in ("paired_diff", "frontier", "curves", "collapse", "snr", "entropy", "adv_oracle_pearson"):
+    assert oracle[3].strip() == "0.0" and oracle[4].strip() == "0"  # judge calls, tokens per step
+    assert oracle[6].strip().startswith(("+", "-")) and "[" in oracle[6]  # Δ final with a CI
+    pw = next(r for r in rows if r.startswith("| `pointwise`")).split("|")
+    assert pw[4].strip() == "—"  # pointwise requests count no tokens: not shown as 0
+    rr = next(r for r in rows if r.startswith("| `seeded_single_elim`")).split("|")
+    assert float(rr[4].replace(",", "")) > 0  # pairwise requests: the tokens a real judge is sent
+    pngs = ("paired_diff", "frontier", "frontier_tokens", "curves", "collapse", "snr", "entropy")
+    for png in (*pngs, "adv_oracle_pearson"):
         assert (out / f"table2_{png}.png").stat().st_size > 0, png
     gs = (out / "group_size.md").read_text()
     assert "### N = 2" in gs and "### N = 4" in gs and (out / "group_size_final.png").exists()
@@ -164,11 +169,11 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     rrc = (out / "rrc.md").read_text()  # paired against its own baseline (PRC), on its own judge preset
     assert "Δ final vs prc" in rrc and "## Arms vs prc" in rrc and "`cot` preset" in rrc
     scr = next(r for r in rrc.splitlines() if r.startswith("| `rrc_scr`")).split("|")
-    assert scr[5].strip().startswith(("+", "-")) and "[" in scr[5]
+    assert scr[6].strip().startswith(("+", "-")) and "[" in scr[6]
 
     for needle in ("mean SNR (steps)", "tie rate", "Start checkpoint(s), content sha256", "## Runs"):
         assert needle in text, needle
-    snr_cell = next(r for r in rows if r.startswith("| `pointwise`")).split("|")[14]
+    snr_cell = next(r for r in rows if r.startswith("| `pointwise`")).split("|")[15]
     assert snr_cell.strip().endswith(f"/{STEPS * len(SEEDS)})")  # over how many step values
     runs = pd.read_csv(out / "table2_runs.csv", dtype={"seed": str})
     assert len(runs) == len(ARMS) * len(SEEDS) and runs["init_sha256"].notna().all()
