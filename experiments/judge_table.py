@@ -55,8 +55,8 @@ def stats(exp: str, uri, where=None) -> pd.DataFrame | None:
         return None
     w = {**(where or {}), "seed": common}
     t = arm_stats(exp, PRIMARY, uri=uri, by=BY, baseline="pointwise", where=w).set_index("arm")
-    snr = arm_stats(exp, "snr", uri=uri, by=BY, where=w).set_index("arm")
-    t["snr_mean"] = snr["auc"]
+    for m in ("sigma_group", "sigma_noise"):  # SNR itself is undefined under a temperature-0 judge
+        t[f"{m}_mean"] = arm_stats(exp, m, uri=uri, by=BY, where=w).set_index("arm")["auc"]
     t.attrs["seeds"] = common
     return t
 
@@ -72,7 +72,10 @@ def tags(exp: str, uri) -> dict:
 
 
 def cell(r, q: str = "final") -> str:
-    return f"{fmt(r[f'd_{q}'], r[f'd_{q}_lo'], r[f'd_{q}_hi'], signed=True)} (p {fmt_p(r[f'p_{q}'])})"
+    d, lo, hi = r[f"d_{q}"], r[f"d_{q}_lo"], r[f"d_{q}_hi"]
+    if d == lo == hi == 0:  # every seed's run equals pointwise's: no test to run
+        return "0 (identical runs)"
+    return f"{fmt(d, lo, hi, signed=True)} (p {fmt_p(r[f'p_{q}'])})"
 
 
 def table2_section(uri, rows: list) -> list[str]:
@@ -99,7 +102,7 @@ def table2_section(uri, rows: list) -> list[str]:
             cells = [cell(t.loc[a], q) if a in t.index else "—" for t in found.values()]
             lines.append(f"| `{a}` | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["### Judge calls per step (mean over seeds) and mean SNR of the pointwise arm", ""]
+    lines += ["### Judge calls per step (mean over seeds); the pointwise arm's score spread and noise", ""]
     lines += ["| arm | " + " | ".join(LABELS[j] for j in found) + " |", "|---|" + "---|" * len(found)]
     for a in ("pointwise", *ARMS):
         lines.append(
@@ -109,11 +112,12 @@ def table2_section(uri, rows: list) -> list[str]:
             )
             + " |"
         )
-    lines.append(
-        "| SNR of `pointwise` (σ_group/σ_noise, mean over steps) | "
-        + " | ".join(fmt(t.loc["pointwise", "snr_mean"], nd=2) for t in found.values())
-        + " |"
-    )
+    for m, what in (("sigma_group", "σ_group"), ("sigma_noise", "σ_noise")):
+        lines.append(
+            f"| {what} of `pointwise` scores (0–1 scale, mean over steps) | "
+            + " | ".join(fmt(t.loc["pointwise", f"{m}_mean"], nd=4) for t in found.values())
+            + " |"
+        )
     lines.append("")
     for j, t in found.items():
         for a, r in t.iterrows():
@@ -234,6 +238,23 @@ def main() -> None:
         "checkpoint and see the same prompts per seed; differences are paired by seed. Per-experiment "
         "detail (controls, curves, per-run rows with checkpoint hash and judge calls): "
         "`results/train/table2_<judge>.md`, `results/train/group_size_<judge>.md`.",
+        "",
+        "**Measured vs assumed.** Measured on recorded judgments (`results/judges/`): each fitted judge's "
+        "score grid and ceiling, pointwise and pairwise noise on one latent scale, position bias, ties, "
+        "re-judging (none for the temperature-0 LLMBar judges). Assumed: where the trainer's responses sit "
+        "on the judge's scale (`judge.quality_map=start`, docs/calibration.md; how each judge then sees "
+        "the start: `results/judges/start.md`), normal noise independent between the two formats, and no "
+        "persistent misperception — the simulated judge sees true quality differences plus noise. That "
+        "last assumption matters most for ChatGPT: on LLMBar its comparisons are *worse* than chance on "
+        "adversarial pairs (recorded pairwise accuracy 0.40), a systematic error the fit absorbs into "
+        "the pairs' gap distribution and the simulator does not reproduce (on the RL start's pairs its "
+        "simulated comparisons are 0.93 accurate); its out-of-sample check failed (3 of 10 statistics). "
+        "Read the ChatGPT column as 'a ceiling-prone judge with ChatGPT's score grid and noise', not as "
+        "ChatGPT. The `calibrated` column is the simulator's assumed judge (unchanged preset).",
+        "",
+        "`pointwise_budget` (4 votes per score) is identical to `pointwise` under the LLMBar judges: a "
+        "temperature-0 judge answers every re-ask the same way, so the budget-matched control buys "
+        "nothing there (its judge calls are still paid).",
         "",
         "## table2 (N = 8, K = 8, 200 steps, init=sft)",
         "",

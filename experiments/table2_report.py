@@ -201,23 +201,33 @@ def stats_tables(experiment: str, uri: str | None, where: dict | None = None) ->
         "primary": arm_stats(experiment, PRIMARY, baseline=baseline(experiment), **kw),
         "greedy": arm_stats(experiment, "eval_quality", baseline=baseline(experiment), **kw),
         "adv": arm_stats(experiment, "adv_oracle_pearson", **kw),
-        "snr": arm_stats(experiment, "snr", **kw),
     }
+    # a judge that re-scores every response the same way (σ_noise = 0: the fitted temperature-0
+    # judges) leaves SNR undefined at every step: nothing logged, counted as snr_nan_steps
+    if "snr" in logged(experiment, uri, where):
+        t["snr"] = arm_stats(experiment, "snr", **kw)
+    else:
+        t["snr"] = pd.DataFrame({"arm": t["primary"]["arm"], "auc": math.nan})
     if verifiable(experiment, uri, where):  # the verifier's objective beside the judged one
         for name in VERIFIER_METRICS:
             t[name] = arm_stats(experiment, name, baseline=baseline(experiment), **kw)
     return t
 
 
+def logged(experiment: str, uri: str | None, where: dict | None = None) -> set[str]:
+    """The metrics the experiment's runs logged."""
+    return set(select_runs(load_runs(experiment, uri=uri), where).attrs["metric_keys"].values())
+
+
 def verifiable(experiment: str, uri: str | None, where: dict | None = None) -> bool:
-    return (
-        "eval_pass_rate" in select_runs(load_runs(experiment, uri=uri), where).attrs["metric_keys"].values()
-    )
+    return "eval_pass_rate" in logged(experiment, uri, where)
 
 
 def run_rows(experiment: str, uri: str | None, where: dict | None = None) -> pd.DataFrame:
     """One row per run (seed, arm, final, AUC, judge calls, checkpoint hash, ...): ``_runs.csv``."""
-    metrics = RUN_METRICS + (VERIFIER_METRICS if verifiable(experiment, uri, where) else ())
+    have = logged(experiment, uri, where)
+    metrics = tuple(m for m in RUN_METRICS if m in have)
+    metrics += VERIFIER_METRICS if verifiable(experiment, uri, where) else ()
     where = _where(experiment, uri, where)
     return runs_table(experiment, metrics, uri=uri, by=BY, where=where, pooled=POOLED, params=RUN_PARAMS)
 
@@ -227,6 +237,8 @@ def _steps_note(runs: pd.DataFrame | None, arm: str, metric: str, steps: int) ->
     if runs is None:
         return ""
     r = runs[runs["arm"] == arm]
+    if f"{metric}_points" not in r:  # never logged (every step NaN)
+        return f" (0/{steps * len(r)})"
     return f" ({int(r[f'{metric}_points'].sum())}/{steps * len(r)})"
 
 
@@ -477,7 +489,10 @@ def dynamics_figures(experiment: str, uri, out: Path) -> list[str]:
         path=out / f"{experiment}_collapse.png",
     )
     names = []
+    have = logged(experiment, uri)
     for m in ("snr", "entropy", "adv_oracle_pearson", "distinct_share"):
+        if m not in have:  # SNR under a judge with no re-scoring noise: undefined at every step
+            continue
         c = metric_curves(experiment, m, uri=uri, by=BY, smooth=10)
         curves_figure(c, m, title=f"{experiment}: {m} (10-step mean)", path=out / f"{experiment}_{m}.png")
         names.append(m)
