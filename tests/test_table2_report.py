@@ -2,6 +2,7 @@
 trainer from the warm start, logged through the real Tracker into a temporary sqlite store)."""
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,12 @@ from omegaconf import OmegaConf
 pytestmark = pytest.mark.slow  # trains 21 tiny runs
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env():
+    return {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)}
+
+
 ARMS = ("pointwise", "seeded_single_elim", "oracle")
 SEEDS = (0, 1, 2)
 STEPS = 5
@@ -61,6 +68,9 @@ def store(tmp_path_factory):
     for reward in ("prc", "rrc_scr"):  # an experiment with its own baseline arm
         for seed in (0, 1):
             _log(uri, "rrc", reward, seed)
+    for reward in ("pointwise", "seeded_single_elim", "pointwise_budget"):  # a per-judge rerun
+        for seed in (0, 1):
+            _log(uri, "table2_gpt4_llmbar", reward, seed, extra=["judge=gpt4_llmbar"])
     return uri
 
 
@@ -224,3 +234,37 @@ def test_runs_table_one_row_per_run_and_compare_against(store, tmp_path, capsys)
     out, err = capsys.readouterr()
     assert "7 identical in every quantity" in err and "equal in 8 of 9 runs" in err
     assert "eval_sampled_quality_final" in out and "init_sha256" in out
+
+
+def test_per_judge_reports_and_the_judge_table(store, tmp_path):
+    """A sweep rerun under a fitted judge (``table2_<judge>``): its report names the judge and says what
+    is measured vs assumed instead of the simulator caveat, copes with SNR never logged (a temperature-0
+    judge re-scores identically: σ_noise = 0), and judge_table.py puts it beside the default sweep;
+    4 votes of a temperature-0 judge equal 1 vote, so pointwise_budget's runs are pointwise's."""
+    out = tmp_path / "train"
+    run = [sys.executable, str(ROOT / "experiments" / "table2_report.py"), "--out", str(out), "--uri", store,
+           "--experiments", "table2_gpt4_llmbar"]  # fmt: skip
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=600, env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (out / "table2_gpt4_llmbar.md").read_text()
+    assert "under the fitted judge `gpt4_llmbar`" in text and "Simulator caveat" not in text
+    assert "judge.quality_map=start" in text and "experiment=table2" in text
+    pw = next(r for r in text.splitlines() if r.startswith("| `pointwise`")).split("|")
+    assert pw[15].strip() == f"(0/{STEPS * 2})"  # SNR: no finite step value, counted not hidden
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "judge_table.py"), "--out", str(tmp_path),
+         "--uri", store],
+        capture_output=True, text=True, timeout=600, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jt = (tmp_path / "train.md").read_text()
+    head = next(r for r in jt.splitlines() if r.startswith("| arm |"))
+    assert "simulator `calibrated` (assumed)" in head and "GPT-4, LLMBar (fitted)" in head
+    budget = next(r for r in jt.splitlines() if r.startswith("| `pointwise_budget`")).split("|")
+    assert budget[2].strip() == "—" and budget[3].strip() == "0 (identical runs)"
+    sse = next(r for r in jt.splitlines() if r.startswith("| `seeded_single_elim`")).split("|")
+    assert sse[2].strip().startswith(("+", "-")) and "(p " in sse[2] and "(p " in sse[3]
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "train.csv")
+    assert set(rows["judge"]) == {"calibrated", "gpt4_llmbar"} and (rows["n"] == 2).any()
