@@ -11,8 +11,8 @@ PY=${PY:-.venv/bin/python}
 URI=${URI:-sqlite:///results/mlflow.db}
 FITTED=${FITTED:-"gpt4_llmbar chatgpt_llmbar gpt4turbo_mtbench"}
 JUDGE_ARMS=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss,pointwise_rank,pointwise_budget
-# group_size per judge: 5 seeds (issue 25 asks for 5 paired seeds; 10 would add ~45 min on 2 cores)
-GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4}
+# group_size per judge: seeds 0-9 like every published table (GS_JUDGE_SEEDS=0,1,2,3,4: ~10 min less)
+GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4,5,6,7,8,9}
 STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc"}
 # one fixed sweep dir (= the runs' sweep id) per experiment name: a killed stage restarted with the
 # same command re-runs only what did not finish, and the report (latest sweep) still sees every run
