@@ -107,7 +107,7 @@ def check(new_dir: Path, ref_dir: Path, experiments: list[str]) -> tuple[list[st
     """(console lines, the full cell listing as markdown)."""
     lines, md, heads = [], ["# Reproduction check", ""], []
     totals = {"equal": 0, "cells": 0}
-    runs_total = {"both": 0, "same": 0}
+    runs_total = {"both": 0, "same": 0, "other_seeds": 0}
     commits = []
     for exp in experiments:
         new_runs, ref_runs = new_dir / f"{exp}_runs.csv", ref_dir / f"{exp}_runs.csv"
@@ -116,6 +116,7 @@ def check(new_dir: Path, ref_dir: Path, experiments: list[str]) -> tuple[list[st
             both, same, diffs = compare_runs(nr, rr)
             runs_total["both"] += both
             runs_total["same"] += same
+            runs_total["other_seeds"] += set(nr["seed"]) != set(rr["seed"])
             lines.append(
                 f"{exp} runs: {same} of {both} runs (arm, seed) on both sides identical in every column"
                 + f" (this run's seeds {sorted(set(nr['seed']))}, the committed {sorted(set(rr['seed']))})"
@@ -157,7 +158,12 @@ def check(new_dir: Path, ref_dir: Path, experiments: list[str]) -> tuple[list[st
             totals["equal"] += eq
             totals["cells"] += len(g)
     verdict = f"reproduction: {totals['equal']} of {totals['cells']} cells equal to the committed tables"
-    if totals["cells"] and totals["equal"] < totals["cells"]:
+    if totals["cells"] and totals["equal"] < totals["cells"] and runs_total["other_seeds"]:
+        verdict += (
+            ". They pool different seeds on the two sides (the demo runs 5 of the published 10), so pooled "
+            "cells are not expected to match; the per-run comparison is the reproduction check."
+        )
+    elif totals["cells"] and totals["equal"] < totals["cells"]:
         which = "; ".join(f"{e}: this run {n}, committed {r}" for e, n, r in commits)
         if all(n == r and n != "unknown" for _, n, r in commits):
             verdict += (
