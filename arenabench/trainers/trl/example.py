@@ -214,6 +214,20 @@ def mlflow_defaults(experiment: str = "trl") -> None:
     os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", experiment)
 
 
+#: The tiny model's learning rate. Adam moves each weight by about ``lr`` per step whatever the
+#: gradient's scale; the tiny Llama's weights start with std 0.02 (``LlamaConfig.initializer_range``).
+#: At 3e-4 the example's 40 steps can move a weight with a consistent gradient by ~0.012, about its
+#: own scale, while a weight driven by judge noise alone random-walks ~lr·√40 ≈ 0.002, a tenth of it.
+TINY_LR = 3e-4
+TRL_LR = 1e-6  # GRPOConfig's default, meant for real LLMs (--model)
+
+
+def learning_rate(args: argparse.Namespace) -> float:
+    if args.lr is not None:
+        return args.lr
+    return TINY_LR if args.model is None else TRL_LR
+
+
 def start_model(args: argparse.Namespace) -> str:
     """The policy's start: ``--model``, else the tiny local model under ``--out-dir`` (built once;
     ``--init sft``: its cold-start SFT, :func:`warm_start`, built once per setting)."""
@@ -256,7 +270,7 @@ def make_trainer(
         per_device_train_batch_size=batch,  # one generation batch (K prompts × N) per optimizer step
         num_generations=args.num_generations,
         max_completion_length=args.max_completion_length,
-        learning_rate=args.lr,
+        learning_rate=learning_rate(args),
         lr_scheduler_type=args.lr_schedule,
         loss_type=args.loss_type,
         scale_rewards=scale,
@@ -358,7 +372,12 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="completion tokens (1: one colour word, the answer's length, so no answer can hedge)",
     )
-    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help=f"Adam's learning rate (default: {TINY_LR:g} for the tiny model, TRL's {TRL_LR:g} with --model)",
+    )
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (TRL's)")
     p.add_argument(
         "--eval-samples",

@@ -28,8 +28,9 @@ def rows(tmp_path_factory):
         pytest.fail("TRL is not installed: install the trl extra (make trl), do not skip this test")
     from arenabench.trainers.trl import learning
 
-    # two processes (the CI machine's cores); every run is single-threaded, so rows do not depend on it
-    return learning.study(SEEDS, tmp_path_factory.mktemp("trl_learning"), progress=False, jobs=2)
+    # one process per run (~0.7 GB each): every run is single-threaded and seeded, so the rows do not
+    # depend on how many run at once, and on a loaded machine six share the cores better than two
+    return learning.study(SEEDS, tmp_path_factory.mktemp("trl_learning"), progress=False, jobs=6)
 
 
 def test_the_example_learns_and_the_control_does_not(rows):
