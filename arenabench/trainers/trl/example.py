@@ -1,17 +1,21 @@
 """Train with TRL's ``GRPOTrainer`` on a constructor's rewards: a tiny local model on the CPU by default.
 
     python -m arenabench.trainers.trl.example                      # tiny model, seeded_single_elim,
-                                                                   # simulated judge, 3 steps, CPU
+                                                                   # simulated judge, 40 steps, CPU
     python -m arenabench.trainers.trl.example --report-to mlflow   # + an MLflow run: $MLFLOW_TRACKING_URI,
                                                                    # $MLFLOW_EXPERIMENT_NAME (or trl)
     python -m arenabench.trainers.trl.example --model Qwen/Qwen3-0.6B --judge openai \\
         --judge-url http://127.0.0.1:8000 --judge-model Qwen/Qwen3-8B --api-key-env '' \\
-        --device auto --steps 100                                  # a `vllm serve` judge
+        --device auto --steps 100 --max-completion-length 16       # a `vllm serve` judge
 
 The default model is built locally (:func:`arenabench.tiny_model.build_tiny_model` on the verl
-adapter's colour-word corpus: a BPE tokenizer and a random 2-layer Llama); the prompts ask to copy a
-few colour words, and the simulated judge's hidden quality is the ``overlap`` of a completion with
-those words (:func:`arenabench.trainers.verl.scoring.overlap_quality`). Needs the ``trl`` extra.
+adapter's colour-word corpus: a BPE tokenizer and a random 2-layer Llama), then given a cold-start
+SFT (:func:`warm_start`: an imperfect copier); the prompts ask to copy one colour word
+(``--min-words``/``--max-words``), and the simulated judge's hidden quality is the ``overlap`` of a
+completion with it (:func:`arenabench.trainers.verl.scoring.overlap_quality`). The run prints the
+policy's true quality before and after training (:func:`true_quality`); every default and why, and
+what it learns against a control: docs/trl.md (:mod:`arenabench.trainers.trl.learning`). Needs the
+``trl`` extra.
 
 With ``--report-to mlflow`` the run is opened by :func:`mlflow_run` (an
 :class:`arenabench.tracking.Tracker` that TRL's own MLflow callback logs into): it ends KILLED
