@@ -18,6 +18,7 @@ the example stops learning).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ def run_arm(arm: str, seed: int, out_dir: str | Path, argv: Sequence[str] = ()) 
 
     from arenabench.trainers.trl import example
 
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     torch.set_num_threads(1)  # the example's numbers are single-threaded: reproducible on any CPU count
     args = example.parser().parse_args(["--out-dir", str(out_dir), "--seed", str(seed), *argv, *ARMS[arm]])
     t0 = time.perf_counter()
@@ -64,9 +66,19 @@ def study(
     """Every arm at every seed (rows in the order seed, arm); ``jobs`` > 1 runs them in that many
     processes (spawned; the shared start is built first, here). Each run is one thread either way,
     so the rows do not depend on ``jobs``."""
+    import torch
+
     from arenabench.trainers.trl import example
 
-    example.start_model(example.parser().parse_args(["--out-dir", str(out_dir), *argv]))
+    # the shared start is built here, single-threaded like the runs: on a loaded machine two
+    # threads of one niced process mostly wait for each other (measured: no progress in 15 min)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        example.start_model(example.parser().parse_args(["--out-dir", str(out_dir), *argv]))
+    finally:
+        torch.set_num_threads(threads)
     todo = [(arm, seed) for seed in seeds for arm in ARMS]
     if jobs > 1:
         import multiprocessing as mp
