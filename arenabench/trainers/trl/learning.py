@@ -70,8 +70,8 @@ def study(
 
     from arenabench.trainers.trl import example
 
-    # the shared start is built here, single-threaded like the runs: on a loaded machine two
-    # threads of one niced process mostly wait for each other (measured: no progress in 15 min)
+    # the shared start is built here, single-threaded like the runs: on a loaded machine the two
+    # threads of one niced process wait for each other (seen: the build wrote nothing in 16 min)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
