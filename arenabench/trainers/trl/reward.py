@@ -65,7 +65,7 @@ from arenabench.diagnostics import health_metrics
 from arenabench.engine import StepStats, build_engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
-from arenabench.trainers.verl.scoring import hash_quality, judge_stack, overlap_quality
+from arenabench.trainers.verl.scoring import hidden_quality, judge_stack
 from arenabench.types import ConstructorResult, Group, Trajectory
 
 OUTPUTS = ("advantage", "reward")
@@ -171,18 +171,18 @@ class _Bare:
 class ArenaReward:
     """A TRL reward function (async) from a constructor and a judge; see the module docstring.
 
-        ``reward``: a constructor name or a ``reward`` config mapping (:func:`arenabench.rewards.build`).
-        ``judge``: a ``judge`` config mapping built like the other trainers'
-        (:func:`arenabench.trainers.verl.scoring.judge_stack` → :meth:`JudgeStack.from_config`: any
-        ``kind``, ``cache``, ``faults``, and for the simulated judge ``quality`` = ``overlap`` (token F1
-        of the completion vs the dataset column ``answer_key``, the hash when the row has none) or
-        ``hash``), a ready :class:`JudgeStack`, or a bare judge object (wrapped in a stack when it
-    keeps ``stats``). ``num_generations``: TRL's
-        ``GRPOConfig.num_generations``. ``anchor="first"``: completion 0 of each group is the anchor
-        of anchor-based constructors (TRL samples every completion, so it is not greedy; ``"none"``
-        refuses those constructors). ``seed`` / ``max_retries`` / ``schedule`` / ``max_inflight``: the
-        engine's (``schedule="auto"`` pipelines a served judge); ``max_failed_share``:
-        :func:`arenabench.advantages.mask_unreliable`'s threshold (``None`` never masks).
+    ``reward``: a constructor name or a ``reward`` config mapping (:func:`arenabench.rewards.build`).
+    ``judge``: a ``judge`` config mapping built like the other trainers'
+    (:func:`arenabench.trainers.verl.scoring.judge_stack` → :meth:`JudgeStack.from_config`: any
+    ``kind``, ``cache``, ``faults``, and for the simulated judge ``quality`` = ``overlap`` (token F1
+    of the completion vs the dataset column ``answer_key``, the hash when the row has none),
+    ``hash`` or ``constant``: :func:`~arenabench.trainers.verl.scoring.hidden_quality`), a ready
+    :class:`JudgeStack`, or a bare judge object (wrapped in a stack when it keeps ``stats``).
+    ``num_generations``: TRL's ``GRPOConfig.num_generations``. ``anchor="first"``: completion 0
+    of each group is the anchor of anchor-based constructors (TRL samples every completion, so it
+    is not greedy; ``"none"`` refuses those constructors). ``seed`` / ``max_retries`` /
+    ``schedule`` / ``max_inflight``: the engine's (``schedule="auto"`` pipelines a served judge);
+    ``max_failed_share``: :func:`arenabench.advantages.mask_unreliable`'s threshold (``None``: never).
     """
 
     def __init__(
@@ -312,10 +312,8 @@ class ArenaReward:
             for m, i in enumerate(rows):
                 text = _completion_text(completions[i])
                 meta: dict[str, Any] = {}
-                if self.quality == "overlap":
-                    meta["quality"] = overlap_quality(text, answer)
-                elif self.quality == "hash":
-                    meta["quality"] = hash_quality(text)
+                if self.quality is not None:
+                    meta["quality"] = hidden_quality(self.quality, text, answer)
                 n_tokens = len(ids[i]) if ids is not None else len(text.split())
                 trajs.append(Trajectory(f"{k}:{m}", text, int(n_tokens), meta))
             gmeta = {} if answer is None else {"answer": str(answer)}  # what verifiers (adaptive) read

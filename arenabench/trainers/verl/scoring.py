@@ -39,7 +39,7 @@ EXTRA_KEYS = (
     "arena_masked",  # 1 when too many of the group's judge requests failed: reward_score 0 (mask_unreliable)
 )
 
-QUALITIES = ("overlap", "hash")
+QUALITIES = ("overlap", "hash", "constant")
 
 
 @dataclass
@@ -75,6 +75,20 @@ def overlap_quality(text: str, ground_truth: Any) -> float:
 def hash_quality(text: str) -> float:
     """A deterministic pseudo-quality in [−2, 2) from the text's content hash (plumbing tests)."""
     return 4.0 * (content_hash(text) % 1_000_003) / 1_000_003 - 2.0
+
+
+def hidden_quality(kind: str, text: str, ground_truth: Any) -> float:
+    """The simulated judge's hidden quality of a rollout, by ``kind`` (:data:`QUALITIES`):
+    ``overlap`` (:func:`overlap_quality`, the task), ``hash`` (:func:`hash_quality`, plumbing) or
+    ``constant`` (0 for every text: the judge cannot tell rollouts apart and ranks only its own
+    noise — the control for "does training on this judge learn the task?")."""
+    if kind == "overlap":
+        return overlap_quality(text, ground_truth)
+    if kind == "hash":
+        return hash_quality(text)
+    if kind == "constant":
+        return 0.0
+    raise ValueError(unknown_message("simulated-judge quality", kind, list(QUALITIES)))
 
 
 def judge_stack(cfg: Mapping[str, Any]) -> tuple[JudgeStack, str | None]:
@@ -152,10 +166,8 @@ class ArenaScorer:
         trajs = []
         for k, r in enumerate(items):
             meta = dict(r.meta)
-            if self.quality == "overlap":
-                meta["quality"] = overlap_quality(r.text, r.ground_truth)
-            elif self.quality == "hash":
-                meta["quality"] = hash_quality(r.text)
+            if self.quality is not None:
+                meta["quality"] = hidden_quality(self.quality, r.text, r.ground_truth)
             trajs.append(Trajectory(f"{ready.uid}:{k}", r.text, int(r.n_tokens), meta))
         gmeta = {"uid": ready.uid, "data_source": first.data_source}
         if first.ground_truth is not None:

@@ -252,3 +252,24 @@ def test_judge_health_reaches_log_metric():
         assert log.metrics[f"arena/{key}"] == [expected[key]], key
     assert expected["judge_matches"] == expected["judge_bidirectional"] > 0  # 2 groups × 6 pairs, both orders
     assert 0.0 <= expected["judge_consistency"] <= 1.0 and expected["judge_failure_rate"] == 0.0
+
+
+def test_constant_quality_is_a_judge_blind_to_the_task():
+    """``quality: constant`` (the learning study's control): every completion has hidden quality 0,
+    so the judge's verdicts carry no information about the task — yet it still judges every match
+    (the tournament ranks its noise), so training takes steps of the same scale."""
+    from arenabench.trainers.verl.scoring import hidden_quality
+
+    assert hidden_quality("overlap", "red green", "red green") == 2.0
+    assert hidden_quality("overlap", "gold", "red") == -2.0
+    assert hidden_quality("constant", "red green", "red green") == 0.0
+    with pytest.raises(ValueError, match="overlap, hash, constant"):
+        hidden_quality("f1", "red", "red")
+    prompts, completions, answers = batch(k=2, g=4)
+    judge = {"kind": "simulated", "preset": "calibrated", "quality": "constant"}
+    reward = ArenaReward("round_robin", judge, num_generations=4)
+    values = reward.score(prompts, completions, ground_truth=answers)
+    call = reward.history[-1]
+    assert {t.meta["quality"] for g in call.groups for t in g.trajectories} == {0.0}
+    assert call.metrics["arena/true_quality"] == 0.0  # the judge's hidden quality, not the task's
+    assert call.stats.judge_calls == 2 * 2 * 6 and None not in values and np.std(values) > 0

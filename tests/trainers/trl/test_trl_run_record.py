@@ -25,6 +25,7 @@ def _start(tmp_path: Path, name: str, uri: str) -> tuple[subprocess.Popen, Path]
         sys.executable, "-m", "arenabench.trainers.trl.example", "--report-to", "mlflow",
         "--steps", "10000", "--out-dir", str(tmp_path / "out"), "--run-name", "killme",
         "--prompts-per-step", "1", "--num-generations", "2", "--max-completion-length", "4",
+        "--init", "random", "--eval-samples", "0",  # run records, not learning: no SFT, no evaluation
     ]  # fmt: skip
     env = {
         **os.environ,

@@ -51,6 +51,12 @@ def args_for(tmp_path, model_dir, *extra):
             str(K),
             "--num-generations",
             str(N),
+            # plumbing, not learning: 8-token completions (distinct texts) and a rate that moves the
+            # random tiny model, as before the example's defaults became the one-word task's
+            "--max-completion-length",
+            "8",
+            "--lr",
+            "1e-4",
             *extra,
         ]
     )
