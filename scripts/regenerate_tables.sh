@@ -15,7 +15,8 @@ JUDGE_ARMS=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss,poi
 GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4,5,6,7,8,9}
 STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc"}
 # one fixed sweep dir (= the runs' sweep id) per experiment name: a killed stage restarted with the
-# same command re-runs only what did not finish, and the report (latest sweep) still sees every run
+# same command at the same commit re-runs only what did not finish (tracking.skip_finished matches
+# config and commit), and the report (latest sweep) still sees every run
 train() {
   local name=$1; shift
   "$PY" -m arenabench.train -m progress=false tracking.uri="$URI" hydra.sweep.dir="results/hydra/multirun/$name/tables" "$@"

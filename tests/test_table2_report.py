@@ -34,7 +34,7 @@ def _log(uri, experiment, reward, seed, extra=()):
         cfg = compose(
             "train",
             overrides=[
-                f"experiment={experiment}",
+                f"experiment={experiment.removesuffix('_gpt4_llmbar')}",  # a per-judge rerun: its design
                 *overrides,
                 f"seed={seed}",
                 f"steps={STEPS}",
