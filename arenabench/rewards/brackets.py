@@ -46,6 +46,31 @@ def anchor_phase(c: Constructor, group: Group):
     return score, list(results), failed
 
 
+ANCHOR_SEEDS = ("mean", "match")  # seeded_single_elim: the anchor's seeding score
+
+
+def one_match_seeding(score: np.ndarray, results: list, anchor: int, rng: np.random.Generator) -> np.ndarray:
+    """``score`` (``anchor_phase``'s) with the anchor's entry replaced by its score in ONE of its
+    successful seeding matches, drawn uniformly by the group's ``rng`` (a draw only when there
+    are two or more), so that the anchor holds the same kind of seeding value as an explorer.
+
+    Why (``seeded_single_elim:anchor_seed=match``): in a group of equal quality an explorer's
+    seeding score is one bidirectional match score, while the anchor's mean of N − 1 of them is
+    concentrated near their centre; sorted and compared with single scores — in the seed order,
+    the tier key and ``decide`` — it is not exchangeable with them (on an integer-rubric judge
+    single scores sit on a skewed lattice whose median is not the mean: issue 31). One match's
+    score is drawn like an explorer's (a simulated judge rates the two sides independently),
+    so with every rematch a new judgment the bracket treats the anchor as one more explorer and
+    its mean advantage in such groups is 0 by symmetry, whatever the score grid."""
+    a = anchor
+    ok = split_failures(results)[0]
+    out = np.array(score, dtype=float)
+    if ok:
+        m = ok[int(rng.integers(len(ok)))] if len(ok) > 1 else ok[0]
+        out[a] = m.score_j if m.j == a else m.score_i
+    return out
+
+
 @dataclass(frozen=True)
 class Seeding:
     """What the anchor phase leaves the bracket: each trajectory's seeding score (``score``; the

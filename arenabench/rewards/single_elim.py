@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.brackets import (
+    ANCHOR_SEEDS,
     Seeding,
     anchor_phase,
+    one_match_seeding,
     pool_ranks,
     seed_order,
     single_elimination,
@@ -29,16 +31,22 @@ class SeededSingleElim(Constructor):
     Rank by survival depth (champion 0, final loser 1, semi-final losers 2–3, …; the
     paper's "finals receive ranks 1–2, semi-finals 3–6" is off by one: a final has a single
     loser), ties within a tier broken by the accumulated average score (``tier_scores``): the
-    mean of the player's seeding score — one value per trajectory, the anchor's being its mean
-    over the seeding phase, as the paper's seeding assigns it — and its bracket match scores.
-    Counting the anchor's N−1 seeding matches one by one made its key a seeding average and
-    biased the greedy anchor's advantage in equal-quality groups (issue 31). A bracket game
-    against a player already met — every bracket game of the anchor, which met everyone in
+    mean of the player's seeding score, counted once, and its bracket match scores. A bracket
+    game against a player already met — every bracket game of the anchor, which met everyone in
     seeding — is a new judgment (``brackets.rematch``), not a replay of the seeding verdict.
-    Remaining: with an integer-rubric judge at N = 16 the anchor's mean advantage in
-    equal-quality groups is still −0.069 ± 0.019 (4,000 groups; N = 8 and the continuous judge
-    are within 1 SE of 0): a mean of N−1 integer scores against single integer scores in tied
-    games and tiers (``docs/constructors-notes.md``).
+
+    The anchor's seeding score (``anchor_seed``). ``"mean"`` (default): the mean over its N−1
+    seeding matches — the paper's "plus the anchor's averaged score", as the authors' code has
+    it. ``"match"``: its score in one of those matches, drawn at random
+    (``brackets.one_match_seeding``), one match score like every explorer's. The mean is the
+    better estimate (``match`` costs 0.002–0.011 Kendall τ in the fidelity study), but it is not
+    exchangeable with the explorers' single scores it is sorted and compared against: on an
+    integer-rubric judge single scores sit on a skewed lattice, and in groups of equal quality
+    the greedy anchor's mean advantage is −0.069 ± 0.019 at N = 16 (issue 31; 4,000 groups).
+    With ``match`` every later rule treats the anchor as one more explorer, so on a judge that
+    judges a rematch afresh its mean advantage is 0 by symmetry (+0.010 ± 0.014 there). On a
+    judge that repeats its verdicts (the LLMBar fits) the anchor's bracket games copy its
+    seeding and a bias remains under either rule (``docs/constructors-notes.md``).
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
@@ -51,12 +59,23 @@ class SeededSingleElim(Constructor):
     """
 
     needs_anchor = True
+    anchor_seed: str = "mean"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.anchor_seed not in ANCHOR_SEEDS:
+            raise ValueError(
+                f"seeded_single_elim: anchor_seed must be one of {', '.join(ANCHOR_SEEDS)}; "
+                f"got {self.anchor_seed!r}"
+            )
 
     def play(self, group, rng):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
         n = len(group)
         seed_score, history, seed_failed = yield from anchor_phase(self, group)
+        if self.anchor_seed == "match":
+            seed_score = one_match_seeding(seed_score, history, group.anchor, rng)
         seeds = seed_order(seed_score, rng)
         seeding = Seeding(seed_score, len(history))
         flags: Counter[str] = Counter({"failed_seeding": seed_failed} if seed_failed else {})
