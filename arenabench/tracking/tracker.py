@@ -299,6 +299,18 @@ class Tracker(RunLogger):
             raise
         self._end(status)
 
+    def mark(self, status: str) -> None:
+        """Write ``status`` to the store now while the run stays open here (:meth:`finish` still
+        writes the final status): for a process that may be SIGKILLed before it can finish, e.g.
+        a launcher waiting for its workers after a scheduler's SIGTERM."""
+        status = status.upper()
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+        if self._finished:
+            return
+        with lock_for(self.uri):
+            self.client.set_terminated(self._run_id, status)
+
     def _end(self, status: str) -> None:
         self._finished = True
         self._status = status

@@ -138,6 +138,26 @@ def test_sigterm_closes_the_run_as_killed_and_restores_the_handler(store):
     assert history(client, t.run_id, "q") == [(0, 1.0)]
 
 
+def test_mark_writes_a_status_early_and_finish_writes_the_last_one(store):
+    """The verl launcher marks a SIGTERMed run KILLED before waiting for its workers (a SIGKILL
+    may follow), and ends it after they are gone (verl's logger may have set FINISHED since)."""
+    client = MlflowClient(tracking_uri=store)
+    t = Tracker("mark", uri=store)
+    t.mark("killed")
+    assert client.get_run(t.run_id).info.status == "KILLED" and t.status is None  # still open here
+    t.log_metrics({"q": 1.0}, step=0)
+    client.set_terminated(t.run_id, "FINISHED")  # what verl's logger does on its way out
+    t.finish("KILLED")
+    assert client.get_run(t.run_id).info.status == "KILLED"
+    assert history(client, t.run_id, "q") == [(0, 1.0)]
+    t.mark("FAILED")  # a no-op once finished
+    assert client.get_run(t.run_id).info.status == "KILLED"
+    other = Tracker("mark", uri=store)
+    with pytest.raises(ValueError, match="FINISHED, FAILED, KILLED"):
+        other.mark("DONE")
+    other.finish()
+
+
 def _parallel_worker(uri: str, i: int) -> str:
     """Runs in a spawned process: one run of 200 steps, flushed often to contend on the db."""
     with Tracker("race", run_name=f"w{i}", params={"worker": i}, uri=uri, flush_every=10) as t:

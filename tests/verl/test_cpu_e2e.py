@@ -15,15 +15,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
+from launches import STEPS, finish, launch_run_id, start, wait_for
 
-import arenabench
 from arenabench import judges, rewards
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, mask_unreliable
 from arenabench.engine import Engine
@@ -32,108 +28,13 @@ from arenabench.types import Group, Trajectory
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(arenabench.__file__).resolve().parents[1]
-K, N, STEPS, LR = 2, 4, 2, 1e-6  # conf/verl/smoke.yaml
+K, N, LR = 2, 4, 1e-6  # conf/verl/smoke.yaml
 CALLS_PER_STEP = K * (2 * N - 2) * 2  # groups x comparisons x both orders
-RUN_TIMEOUT_S = 900
-
-
-def _leftovers(sid: int) -> list[psutil.Process]:
-    """Processes still alive in the session a launch ran in (its Ray cluster, if leaked)."""
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if os.getsid(p.pid) == sid:
-                out.append(p)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return out
-
-
-def _start(
-    out: Path,
-    name: str,
-    overrides: list[str],
-    tiny_dir: Path,
-    ckpt: Path | None = None,
-    save: tuple[int, str] = (STEPS, "[hf_model]"),
-) -> dict:
-    """One ``arenabench-verl`` process in its own session (not waited for); ``save``: verl's
-    save frequency and contents."""
-    d = out / name
-    d.mkdir()
-    args = [
-        "--config-name",
-        "smoke",
-        "trainer.device=cpu",
-        f"arenabench.tracking_uri=sqlite:///{out}/mlflow.db",
-        "arenabench.sweep=cpu_e2e",
-        f"arenabench.group_log={d}/groups.jsonl",
-        f"trainer.rollout_data_dir={d}/rollouts",
-        f"trainer.default_local_dir={ckpt or d / 'ckpt'}",
-        f"trainer.save_freq={save[0]}",
-        f"actor_rollout_ref.actor.checkpoint.save_contents={save[1]}",
-        *overrides,
-    ]
-    env = {
-        **os.environ,
-        "ARENABENCH_SMOKE_DIR": str(tiny_dir),
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-    }
-    env.pop("MLFLOW_RUN_ID", None)
-    log = d / "launch.log"
-    with open(log, "w") as f:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "arenabench.trainers.verl.launch", *args],
-            cwd=REPO,
-            env=env,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    return {"dir": d, "proc": proc, "log_path": log, "t0": time.monotonic(), "name": name}
-
-
-def _run_id(log_text: str) -> str | None:
-    lines = [x for x in log_text.splitlines() if x.startswith("arenabench-verl: MLflow run ")]
-    return lines[0].split()[3] if lines else None
-
-
-def _finish(run: dict, rc_ok=(0,), kill_session: bool = False) -> dict:
-    """Wait for a launch; assert its exit code and that it left no process behind."""
-    proc = run["proc"]
-    try:
-        rc = proc.wait(timeout=max(1.0, RUN_TIMEOUT_S - (time.monotonic() - run["t0"])))
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        rc = "timeout"
-    # Ray's workers exit on their own once the launcher's ray.shutdown() took the raylet down;
-    # give them a moment, then whatever is left in the session is a leak (or, after a SIGKILL of
-    # the launcher, the rest of the preempted job: ended here as a node loss would)
-    if kill_session:
-        for p in _leftovers(proc.pid):
-            p.kill()
-    _, leaked = psutil.wait_procs(_leftovers(proc.pid), timeout=60)
-    for p in leaked:  # ours (same session): end them so one failure does not starve the rest
-        p.kill()
-    text = run["log_path"].read_text()
-    name = run["name"]
-    assert rc in rc_ok, (
-        f"{name}: arenabench-verl exited {rc} after {time.monotonic() - run['t0']:.0f} s:\n{text[-6000:]}"
-    )
-    assert not leaked, f"{name}: the launch left processes behind: {[p.pid for p in leaked]}"
-    return {
-        "dir": run["dir"],
-        "run_id": _run_id(text),
-        "wall_s": time.monotonic() - run["t0"],
-        "log": text,
-        "rc": rc,
-    }
 
 
 def _launch(out: Path, name: str, overrides: list[str], tiny_dir: Path) -> dict:
     """One ``arenabench-verl`` process run to completion; its files and MLflow run id."""
-    return _finish(_start(out, name, overrides, tiny_dir))
+    return finish(start(out, name, overrides, tiny_dir))
 
 
 @pytest.fixture(scope="module")
@@ -284,22 +185,9 @@ def test_a_cached_rerun_pays_no_judge_call(runs):
     assert by_uid_free(_groups(runs["grpo_cached"])) == by_uid_free(_groups(runs["grpo"]))
 
 
-# -- preemption: SIGKILL after step 1, a relaunch SIGTERMed, a relaunch that resumes (issue 29) ----
+# -- preemption: SIGKILL after step 1, a relaunch that resumes (issue 29) ---------------------------
 
 RESUME_SAVE = (1, "[model,optimizer,extra,hf_model]")  # a checkpoint every step, resumable
-
-
-def _wait_for(what: str, run: dict, cond, timeout_s: float = RUN_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert run["proc"].poll() is None, (
-            f"{run['name']} ended before {what}:\n{run['log_path'].read_text()[-6000:]}"
-        )
-        if cond():
-            return
-        time.sleep(0.5)
-    os.killpg(run["proc"].pid, signal.SIGKILL)
-    raise AssertionError(f"{run['name']}: no {what} in {timeout_s} s:\n{run['log_path'].read_text()[-6000:]}")
 
 
 def _cache_rows(path: Path) -> int:
@@ -314,8 +202,7 @@ def resumed(runs, tiny_dir, tmp_path_factory):
     """The GRPO run of ``runs`` again, preempted: (A) checkpointing every step, SIGKILLed with its
     whole session once step 1 is checkpointed and logged; (B) relaunched, resumes from the step-1
     checkpoint and finishes step 2. One checkpoint directory and judgment cache for both;
-    ``runs['grpo']`` is the uninterrupted reference. (A SIGTERM to a launcher once Ray is up is
-    not tested here: Ray's C++ failure-signal handler aborts the driver first; docs/verl.md.)"""
+    ``runs['grpo']`` is the uninterrupted reference. (A SIGTERM once Ray is up: test_sigterm.py.)"""
     from mlflow.tracking import MlflowClient
 
     out = tmp_path_factory.mktemp("cpu_resume")
@@ -324,23 +211,23 @@ def resumed(runs, tiny_dir, tmp_path_factory):
     client = MlflowClient(f"sqlite:///{out}/mlflow.db")
 
     def logged(run, key, step):
-        rid = _run_id(run["log_path"].read_text())
+        rid = launch_run_id(run["log_path"].read_text())
         return rid is not None and any(m.step == step for m in client.get_metric_history(rid, key))
 
-    a = _start(out, "killed", overrides, tiny_dir, ckpt, RESUME_SAVE)
+    a = start(out, "killed", overrides, tiny_dir, ckpt, RESUME_SAVE)
     tracker = ckpt / "latest_checkpointed_iteration.txt"
-    _wait_for(
+    wait_for(
         "step 1 checkpointed and logged",
         a,
         lambda: tracker.exists() and tracker.read_text() == "1" and logged(a, "actor/pg_loss", 1),
     )
     os.killpg(a["proc"].pid, signal.SIGKILL)  # the node is gone: nobody closes anything
-    got = {"killed": _finish(a, rc_ok=(-signal.SIGKILL,), kill_session=True)}
+    got = {"killed": finish(a, rc_ok=(-signal.SIGKILL,), kill_session=True)}
     got["rows_after_kill"] = _cache_rows(cache)
 
     got["rows_before_resume"] = _cache_rows(cache)
 
-    got["resumed"] = _finish(_start(out, "resumed", overrides, tiny_dir, ckpt, RESUME_SAVE))
+    got["resumed"] = finish(start(out, "resumed", overrides, tiny_dir, ckpt, RESUME_SAVE))
     got["rows_final"] = _cache_rows(cache)
     got["uri"] = f"sqlite:///{out}/mlflow.db"
     for name in ("killed", "resumed"):

@@ -55,6 +55,20 @@ def test_groups_of_a_step_already_logged_go_into_the_next_point():
         StepLog(lambda m, s: None, expected=0)
 
 
+def test_judge_counters_are_summed_over_a_steps_flushes_and_latencies_pooled():
+    log, points = step_log()
+    log.add(1, [ADV_A], {}, judge={"judge_resent": 3.0, "judge_outage_s": 1.5}, latencies=[0.1, 0.4])
+    log.add(1, [ADV_B], {}, judge={"judge_resent": 2.0, "judge_outage_s": 0.5}, latencies=[0.2])
+    log.add(1, [ADV_B], {}, judge={"judge_resent": 7.0}, latencies=[0.3])  # after the point: carried
+    log.add(2, [ADV_A, ADV_B], {}, judge={"judge_lost": 1.0, "outage_groups": 1.0}, latencies=[0.5])
+    (s1, first), (s2, second) = points
+    assert (s1, first["judge_resent"], first["judge_outage_s"], first["judge_lost"]) == (1, 5.0, 2.0, 0.0)
+    assert first["judge_latency_p50"] == pytest.approx(0.2)  # over the step's 3 batches
+    assert (s2, second["judge_resent"], second["judge_lost"], second["outage_groups"]) == (2, 7.0, 1.0, 1.0)
+    assert second["judge_latency_p90"] == pytest.approx(0.48)  # 0.3 (carried) and 0.5
+    assert second["judge_prompt_tokens"] == 0.0  # every counter logged each step, 0 when nothing
+
+
 def test_through_verls_reward_worker_one_point_for_a_step_scored_in_two_flushes(
     smoke_env, tokenizer, tmp_path, monkeypatch
 ):

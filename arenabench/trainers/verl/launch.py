@@ -19,7 +19,8 @@ the overrides and env of :mod:`arenabench.trainers.verl.cpu` (a CPU platform, FS
 rollout backend), verl 0.9.1 only. ``actor_rollout_ref.rollout.name=hf`` on a GPU machine uses
 the ``hf`` backend on the GPU instead of vLLM (:mod:`arenabench.trainers.verl.hf`).
 
-Preemption: a launch closes its MLflow run KILLED on SIGTERM/SIGINT, FAILED on an error; the next
+Preemption: a launch closes its MLflow run KILLED on SIGTERM/SIGINT (also once Ray is up:
+:class:`SigtermGuard`), FAILED on an error; the next
 launch of the same job (:func:`job_identity`) closes as FAILED a run whose process died (SIGKILL);
 a launch that resumes from a verl checkpoint continues its job's previous run in a new, linked run
 (:func:`start_mlflow_run`), and the reward worker restores its counters (``arenabench.state_dir``).
@@ -384,17 +385,92 @@ def _wait_for(procs: list, timeout_s: float) -> None:
         psutil.wait_procs(procs, timeout=timeout_s)
 
 
-def _signalled(exc: BaseException) -> BaseException:
-    """``exc``, or :class:`~arenabench.tracking.Killed` when it is Ray's answer to SIGTERM:
-    ``ray.init`` (inside verl's ``run_ppo``) replaces the launcher's SIGTERM handler with one that
-    calls ``sys.exit(signal.SIGTERM)``."""
-    import signal
+class SigtermGuard:
+    """While verl runs, SIGTERM raises :class:`~arenabench.tracking.Killed` and is remembered —
+    also once Ray is up, which on its own makes a SIGTERMed launch abort with its run RUNNING.
 
-    from arenabench.tracking import Killed
+    Why (Ray 2.60, measured): ``ray.init`` (inside verl's ``run_ppo``) makes this process a Ray
+    core worker, which installs absl's failure-signal handler for SIGTERM over Python's. That
+    handler prints ``*** SIGTERM received``, hands the signal to the Python handler ``ray.init``
+    set (``sys.exit(15)``) and arms a 3 s alarm that aborts the process (exit -6): the cleanup —
+    ``ray.shutdown``, waiting for verl's workers, closing the run — rarely gets 3 s. And an
+    exception raised in a signal handler during ``ray.get`` reaches the caller as
+    ``SystemExit(1)`` (Ray's signal check), so the exception cannot say what happened.
 
-    if type(exc) is SystemExit and exc.code == signal.SIGTERM:
-        return Killed(signal.SIGTERM)
-    return exc
+    The guard (1) installs its handler again right after ``ray.init`` returns, replacing absl's
+    for SIGTERM only (crashes keep Ray's stack traces; a SIGTERM in the few milliseconds between
+    the two still meets absl's), and (2) records the signal (:attr:`signum`), which decides the
+    status whatever exception reaches the launcher. :meth:`disarm` (the launcher's cleanup):
+    a later SIGTERM is only recorded, so the cleanup completes. Main thread only (else inert)."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.armed = False
+        self._prev = None
+        self._ray_init = None
+
+    def _on_sigterm(self, signum, frame):
+        self.signum = int(signum)
+        if self.armed:
+            from arenabench.tracking import Killed
+
+            self.armed = False  # one Killed: a second SIGTERM must not cut the cleanup short
+            raise Killed(signum)
+
+    def install(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        prev = signal.signal(signal.SIGTERM, self._on_sigterm)
+        if self._prev is None:
+            self._prev = prev
+
+    def __enter__(self) -> SigtermGuard:
+        import functools
+
+        import ray
+
+        self.armed = True
+        self.install()
+        original = self._ray_init = ray.init
+
+        @functools.wraps(original)
+        def init(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.install()  # over absl's handler (see the class docstring)
+
+        ray.init = init
+        return self
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def __exit__(self, *exc) -> bool:
+        import signal
+        import threading
+
+        import ray
+
+        self.armed = False
+        if self._ray_init is not None:
+            ray.init = self._ray_init
+        main = threading.current_thread() is threading.main_thread()
+        if main and self._prev is not None and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            signal.signal(signal.SIGTERM, self._prev)
+        return False
+
+    def error(self, exc: BaseException | None) -> BaseException | None:
+        """What ended verl: :class:`~arenabench.tracking.Killed` once a SIGTERM arrived (whatever
+        ``exc`` Ray turned it into), else ``exc``."""
+        from arenabench.tracking import Killed
+
+        if self.signum is not None and not isinstance(exc, Killed):
+            return Killed(self.signum)
+        return exc
 
 
 def _print_config(cfg: DictConfig, out) -> None:
@@ -465,28 +541,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     error: BaseException | None = None
     t0 = time.time()
-    try:
-        verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
-    except BaseException as exc:
-        error = _signalled(exc)
-        if error is not exc:
-            raise error from exc
-        raise
-    finally:
-        import ray
-
-        cluster = _children()  # before the shutdown orphans the workers
-        if ray.is_initialized():  # verl's run_ppo starts a local cluster and leaves it running
-            ray.shutdown()
-        # verl's MLflow logger ends the run FINISHED whatever happened (in its Ray worker, also at
-        # that worker's exit): the launcher's status is written once they are gone
-        status = status_for(error)
-        if tracker is not None:
-            if status != "FINISHED":
-                _wait_for(cluster, 60.0)
-            tracker.finish(status)
-        print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)
+    with SigtermGuard() as guard:
+        try:
+            verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
+        except BaseException as exc:
+            guard.disarm()
+            error = guard.error(exc)
+            if error is not exc:
+                raise error from exc
+            raise
+        finally:
+            guard.disarm()
+            error = guard.error(error)
+            _close(tracker, status_for(error), t0)
     return 0
+
+
+def _close(tracker, status: str, t0: float) -> None:
+    """Stop verl's local Ray cluster and end the run with ``status``. A run stopped early is
+    marked at once (a scheduler's SIGKILL may follow its SIGTERM within seconds) and again once
+    verl's workers are gone: verl's MLflow logger ends the run FINISHED whatever happened (in its
+    Ray worker, also at that worker's exit)."""
+    import ray
+
+    cluster = _children()  # before the shutdown orphans the workers
+    if tracker is not None and status != "FINISHED":
+        try:
+            tracker.mark(status)
+        except Exception as exc:  # the final finish() below tries again; the cleanup goes on
+            print(f"arenabench-verl: could not mark the run {status} yet: {exc!r}", file=sys.stderr)
+    if ray.is_initialized():  # verl's run_ppo starts a local cluster and leaves it running
+        ray.shutdown()
+    if tracker is not None:
+        if status != "FINISHED":
+            _wait_for(cluster, 60.0)
+        tracker.finish(status)
+    print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

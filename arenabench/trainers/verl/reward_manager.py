@@ -58,9 +58,11 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
 from arenabench.diagnostics import ComparisonHealth, health_metrics
+from arenabench.judges.accounting import percentiles
+from arenabench.judges.stack import TOKEN_METRICS
 from arenabench.trainers.verl import reward_workers
 from arenabench.trainers.verl.barrier import GroupBarrier
-from arenabench.trainers.verl.scoring import ArenaScorer, Response, expected_group_size
+from arenabench.trainers.verl.scoring import FLUSH_METRICS, ArenaScorer, Response, expected_group_size
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +139,10 @@ class _Step:
     judge_calls: int = 0
     retries: int = 0
     failures: int = 0
+    # the judge stack's counters summed over the step's flushes (scoring.FLUSH_METRICS and
+    # outage_groups) and its batch latencies
+    judge: dict[str, float] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
 
     def add_stats(self, stats) -> None:
         self.health = self.health + stats.health
@@ -144,11 +150,17 @@ class _Step:
         self.retries += stats.retries
         self.failures += stats.failures
 
+    def add_judge(self, judge: Mapping[str, float], latencies: Sequence[float]) -> None:
+        for k, v in judge.items():
+            self.judge[k] = self.judge.get(k, 0.0) + float(v)
+        self.latencies.extend(float(x) for x in latencies)
+
     def absorb(self, other: _Step) -> None:
         self.flushes += other.flushes
         self.groups += other.groups
         self.advantages.extend(other.advantages)
         self.add_stats(other)
+        self.add_judge(other.judge, other.latencies)
 
 
 class StepLog:
@@ -161,9 +173,14 @@ class StepLog:
     are carried into the next point; the cumulative counters include them anyway. Logged:
     the cumulative counters as after the step's last flush, plus ``arena/flushes``,
     ``arena/step_groups``, ``arena/flush_groups`` (mean groups per flush), ``arena/zero_adv_share``
-    and ``arena/adv_std`` over the step's groups, and the judge's health on the step's comparisons
+    and ``arena/adv_std`` over the step's groups, the judge's health on the step's comparisons
     (``arena/judge_consistency``, ``_tie_rate``, ``_cycle_rate``, ``_failure_rate`` and their counts:
-    :func:`arenabench.diagnostics.health_metrics`, as the other trainers log it)."""
+    :func:`arenabench.diagnostics.health_metrics`, as the other trainers log it), and the judge
+    stack's counters of the step under the local trainer's names: outages (``judge_outage_s``,
+    ``judge_resent``, ``judge_lost``, ``outage_groups``), backend calls (``judge_backend_calls``,
+    ``judge_answered``), tokens (``judge_prompt_tokens``, ``judge_cached_prompt_tokens``,
+    ``judge_completion_tokens``) and batch latency ``judge_latency_p50`` / ``_p90`` (0 with no
+    batch, as :meth:`~arenabench.judges.stack.JudgeStack.step_metrics`)."""
 
     def __init__(self, log: Callable[[Mapping[str, float], int], None], expected: int):
         if expected < 1:
@@ -176,10 +193,17 @@ class StepLog:
         self._lock = threading.Lock()
 
     def add(
-        self, step: int, advantages: Sequence[np.ndarray], cumulative: Mapping[str, float], stats=None
+        self,
+        step: int,
+        advantages: Sequence[np.ndarray],
+        cumulative: Mapping[str, float],
+        stats=None,
+        judge: Mapping[str, float] | None = None,
+        latencies: Sequence[float] = (),
     ) -> None:
-        """One flush's groups of ``step`` (one advantage array per group), the counters after it and
-        the flush's engine ``StepStats`` (its health, calls, retries, failures; None: nothing)."""
+        """One flush's groups of ``step`` (one advantage array per group), the counters after it,
+        the flush's engine ``StepStats`` (its health, calls, retries, failures; None: nothing) and
+        its judge-stack counters and batch latencies (:class:`.scoring.ScoredRun`)."""
         with self._lock:
             for earlier in sorted(s for s in self.open if s < step):
                 self._emit(earlier)
@@ -193,6 +217,7 @@ class StepLog:
             rec.cumulative = dict(cumulative)
             if stats is not None:
                 rec.add_stats(stats)
+            rec.add_judge(judge or {}, latencies)
             if rec is not self.carry and rec.groups >= self.expected:
                 self._emit(step)
 
@@ -211,6 +236,11 @@ class StepLog:
             metrics["arena/zero_adv_share"] = float(np.mean([not np.any(a) for a in groups]))
             metrics["arena/adv_std"] = float(np.concatenate(groups).std())
         metrics.update({f"arena/{k}": v for k, v in health_metrics(rec).items()})
+        metrics.update({k: 0.0 for k in (*FLUSH_METRICS, "outage_groups")})
+        metrics.update(rec.judge)
+        lat = percentiles(rec.latencies, (50, 90), empty=0.0)
+        metrics["judge_latency_p50"] = float(lat["p50"])
+        metrics["judge_latency_p90"] = float(lat["p90"])
         self.log(metrics, step)
         self.last_logged = step
 
@@ -297,19 +327,23 @@ class ArenaRewardManager(RewardManagerBase):
         known = [s for s in steps if s is not None]
         engine_step = max(known) if known else None  # a flush holds one step's groups but stragglers
         results = self.scorer(groups, step=engine_step)
-        run = self.scorer.runs - 1  # the engine run that scored this flush
+        scored = self.scorer.last  # this flush's engine run (this thread's)
+        run = scored.index
         if self.group_log:
             self._write_groups(groups, results, steps, run, engine_step)
         if self.steps is not None:
-            stats = self.scorer.last_stats  # the flush's engine run; a flush that spans two
-            for step in sorted({s for s in steps if s is not None}) or [None]:  # steps: the first
+            # the flush's engine stats and judge counters; a flush that spans two steps: the first
+            stats, judge, latencies = scored.stats, scored.judge, scored.latencies
+            for step in sorted({s for s in steps if s is not None}) or [None]:
                 advs = [
                     np.array([m["reward_score"] for m in res])
                     for res, s in zip(results, steps, strict=True)
                     if s == step
                 ]
-                self.steps.add(run if step is None else step, advs, self._cumulative(), stats)
-                stats = None
+                self.steps.add(
+                    run if step is None else step, advs, self._cumulative(), stats, judge, latencies
+                )
+                stats, judge, latencies = None, None, ()
         return results
 
     def _log_step(self, metrics: Mapping[str, float], step: int) -> None:
@@ -340,6 +374,8 @@ class ArenaRewardManager(RewardManagerBase):
             "arena/late_samples": self.barrier.stats.late,
         }
         stack = self.scorer.stack
+        for name in TOKEN_METRICS:  # the run's token bill so far, as the local trainer logs it
+            metrics[f"{name}_total"] = stack.stats[name.removeprefix("judge_")]
         if stack.faulty is not None:  # cumulative, as the local trainer logs it
             metrics["judge_faults"] = stack.stats["faults"]
         if stack.cached is not None:

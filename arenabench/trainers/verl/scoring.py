@@ -20,7 +20,7 @@ from typing import Any
 from arenabench import rewards
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
 from arenabench.engine import build_engine
-from arenabench.judges.stack import JudgeStack
+from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
 from arenabench.registry import unknown_message
 from arenabench.types import Group, Trajectory, content_hash
 
@@ -40,6 +40,18 @@ EXTRA_KEYS = (
 )
 
 QUALITIES = ("overlap", "hash", "constant")
+# the judge stack's per-run counters the reward manager sums into each training step's point,
+# under the local trainer's names (arenabench.judges.stack; docs/faults.md, docs/tokens.md):
+# judge_backend_calls = judge_answered + judge_resent + judge_lost for a served judge, plus
+# outage_groups (groups that lost a request to an outage: all masked)
+FLUSH_METRICS = (
+    "judge_backend_calls",
+    "judge_answered",
+    "judge_resent",
+    "judge_outage_s",
+    "judge_lost",
+    *TOKEN_METRICS,
+)
 
 
 @dataclass
@@ -113,6 +125,18 @@ def judge_stack(cfg: Mapping[str, Any]) -> tuple[JudgeStack, str | None]:
     return JudgeStack.from_config(cfg, key_extra=key_extra), quality
 
 
+@dataclass(frozen=True)
+class ScoredRun:
+    """One engine run of :class:`ArenaScorer`: its index, its engine ``StepStats`` (the judge's
+    health on its comparisons), its judge-stack counters (:data:`FLUSH_METRICS` and
+    ``outage_groups``; this run's, not cumulative) and its batch latencies in seconds."""
+
+    index: int
+    stats: Any
+    judge: dict[str, float]
+    latencies: list[float]
+
+
 class ArenaScorer:
     """Scores lists of :class:`~arenabench.trainers.verl.barrier.ReadyGroup` of
     :class:`Response` (see the module docstring). Thread-safe: one engine run at a time.
@@ -157,8 +181,16 @@ class ArenaScorer:
         self.masked_groups = 0  # cumulative groups masked (advantage 0: the judge mostly failed)
         self.runs = 0
         self.totals = {"judge_calls": 0, "failures": 0, "groups": 0, "waves": 0}
-        self.last_stats = None  # the latest engine run's StepStats
+        # what the latest engine run *of the calling thread* left (:attr:`last`): the barrier
+        # scores each flush in an executor thread and reads it there after the call, while
+        # another flush may already run the engine
+        self._local = threading.local()
         self._lock = threading.Lock()
+
+    @property
+    def last(self) -> ScoredRun | None:
+        """The latest engine run of the calling thread (None before its first)."""
+        return getattr(self._local, "last", None)
 
     def _group(self, ready) -> Group:
         items: list[Response] = list(ready.payloads)
@@ -186,7 +218,11 @@ class ArenaScorer:
         groups = [self._group(g) for g in ready_groups]
         with self._lock:
             out = self.engine.run(self.constructor, groups, step=self.runs if step is None else int(step))
-            self.last_stats = out.stats  # the reward manager's per-step judge health reads it
+            latencies = list(self.stack.latencies)  # step_metrics() empties them
+            stack = self.stack.step_metrics()  # since the previous run: this run's
+            judge = {k: float(stack[k]) for k in FLUSH_METRICS if k in stack}
+            judge["outage_groups"] = float(sum(r.lost > 0 for r in out.results))
+            self._local.last = ScoredRun(self.runs, out.stats, judge, latencies)
             self.runs += 1
             self.totals["judge_calls"] += out.stats.judge_calls
             self.totals["failures"] += out.stats.failures
