@@ -28,10 +28,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="results/trl")
     p.add_argument("--work-dir", default=None, help="the tiny models and TRL's output (default: a temp dir)")
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel (processes)")
+    p.add_argument("--plot", action="store_true", help="only redraw learning_curves.png from the CSV")
     p.add_argument("example_args", nargs="*", help="extra flags for the example (after --)")
     a = p.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.plot:
+        curve_figure(out / "learning_curves.csv", out / "learning_curves.png")
+        return 0
     import tempfile
 
     work = Path(a.work_dir or tempfile.mkdtemp(prefix="trl_learning_"))
@@ -45,6 +49,7 @@ def main(argv=None) -> int:
         for i, q in enumerate(r["curve"])
     ]
     reporting.write_csv(out / "learning_curves.csv", curves)
+    curve_figure(out / "learning_curves.csv", out / "learning_curves.png")
     n = len(a.seeds)
     body = [
         f"True quality (4·F1 − 2 of a completion against the prompt's words; −2 … +2) of the policy, "
@@ -85,6 +90,32 @@ def main(argv=None) -> int:
     )
     print((out / "learning.md").read_text())
     return 0
+
+
+def curve_figure(csv_path: Path, png_path: Path, window: int = 5) -> None:
+    """The per-step training curve of both arms (``window``-step mean over steps, mean ± SD over
+    seeds): what the README shows. ``python experiments/trl_learning.py --plot`` redraws it from the
+    committed CSV without training."""
+    import numpy as np
+    import pandas as pd
+
+    from arenabench.compare import _figure, save_figure
+
+    df = pd.read_csv(csv_path)
+    fig, (ax,) = _figure(size=(6.5, 4))
+    for arm, g in df.groupby("arm"):
+        wide = g.pivot(index="step", columns="seed", values="true_quality").sort_index()
+        smooth = wide.rolling(window, min_periods=1).mean()
+        m, sd = smooth.mean(axis=1), smooth.std(axis=1, ddof=1).fillna(0)
+        ax.plot(smooth.index, m, label=f"{arm} ({wide.shape[1]} seeds)")
+        ax.fill_between(smooth.index, m - sd, m + sd, alpha=0.2)
+    ax.set_xlabel("TRL GRPO step")
+    ax.set_ylabel(f"true quality of the step's completions ({window}-step mean)")
+    ax.set_title("TRL example: judge (seeded single-elim) vs a constant-quality control", fontsize=10)
+    ax.set_ylim(-2.05, max(0.0, float(np.nanmax(df["true_quality"]))) + 0.05)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    save_figure(fig, png_path)
 
 
 def _curve_rows(rows) -> list[dict]:
