@@ -15,18 +15,11 @@ import itertools
 from pathlib import Path
 
 import numpy as np
-import torch
 import yaml
 
 from arenabench import judges
-from arenabench.trainers.local.judge_map import (
-    PROBE_BATCHES,
-    PROBE_K,
-    PROBE_N,
-    PROBE_SEED,
-    map_judge_to_start,
-)
-from arenabench.trainers.local.policy import TinyLM, sample
+from arenabench.trainers.local.judge_map import PROBE_K, PROBE_N, map_judge_to_start, probe_batches
+from arenabench.trainers.local.policy import TinyLM
 from arenabench.trainers.local.sft import load_init
 from arenabench.trainers.local.task import TASKS
 from arenabench.types import PairRequest, PointRequest
@@ -46,19 +39,10 @@ def start_groups():
     policy = TinyLM(task.vocab, task.prompt_len + task.response_len, t["d_model"], t["n_layer"], t["n_head"],
                     t["tie_head"])  # fmt: skip
     load_init(policy, task, cfg["init"])
-    rng = np.random.default_rng(PROBE_SEED)
-    gen = torch.Generator().manual_seed(PROBE_SEED)
     groups = []
-    for _ in range(PROBE_BATCHES):
-        pid = rng.choice(task.n_prompts, size=PROBE_K, replace=False)
-        temp = torch.full((PROBE_K * PROBE_N,), float(t["temperature"]))
-        temp[::PROBE_N] = 0.0
-        with torch.no_grad():
-            resp = sample(
-                policy, torch.as_tensor(task.prompts[np.repeat(pid, PROBE_N)]), task.response_len, temp, gen
-            )
-        resp = resp.numpy().reshape(PROBE_K, PROBE_N, -1)
-        groups += [task.group(int(p), resp[k]) for k, p in enumerate(pid)]
+    for ids, resp in probe_batches(policy, task, float(t["temperature"])):
+        resp = resp.reshape(PROBE_K, PROBE_N, -1)
+        groups += [task.group(int(p), resp[k]) for k, p in enumerate(ids[::PROBE_N])]
     return policy, task, groups, float(t["temperature"])
 
 

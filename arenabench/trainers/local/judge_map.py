@@ -37,11 +37,12 @@ PROBE_BATCHES = 16
 PROBE_SEED = 0
 
 
-def start_quality(policy, task, temperature: float, kv_cache: bool = False) -> tuple[float, float]:
-    """Mean and SD (population) of the true quality of step-0-style samples of ``policy``."""
+def probe_batches(policy, task, temperature: float, kv_cache: bool = False):
+    """The fixed probe's step-0-style batches: (prompt ids, responses) of ``PROBE_K`` prompts ×
+    ``PROBE_N`` samples each (sample 0 of a group greedy), ``PROBE_BATCHES`` times, on their own
+    seeded generators (the global RNG is left alone)."""
     rng = np.random.default_rng(PROBE_SEED)
     gen = torch.Generator().manual_seed(PROBE_SEED)
-    qs = []
     for _ in range(PROBE_BATCHES):
         pid = rng.choice(task.n_prompts, size=PROBE_K, replace=task.n_prompts < PROBE_K)
         ids = np.repeat(pid, PROBE_N)
@@ -49,8 +50,14 @@ def start_quality(policy, task, temperature: float, kv_cache: bool = False) -> t
         temp[::PROBE_N] = 0.0
         with torch.no_grad():
             resp = sample(policy, torch.as_tensor(task.prompts[ids]), task.response_len, temp, gen, kv_cache)
-        qs.append(task.quality(ids, resp.numpy()))
-    q = np.concatenate(qs)
+        yield ids, resp.numpy()
+
+
+def start_quality(policy, task, temperature: float, kv_cache: bool = False) -> tuple[float, float]:
+    """Mean and SD (population) of the true quality of step-0-style samples of ``policy``."""
+    q = np.concatenate(
+        [task.quality(ids, r) for ids, r in probe_batches(policy, task, temperature, kv_cache)]
+    )
     return float(q.mean()), float(q.std())
 
 
