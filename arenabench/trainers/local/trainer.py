@@ -159,17 +159,16 @@ def train(
     policy = TinyLM(
         task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head, tc.tie_head
     )
-    start = load_init(policy, task, cfg["init"])  # conf/init: random (as built) or the SFT checkpoint
-    if tracker is not None and hasattr(tracker, "set_tags"):
-        tracker.set_tags(start)  # init_sha256, init_source: which start this run's numbers rest on
-
+    # conf/init: random (as built) or the SFT checkpoint; its tags (init_sha256, init_source) say
+    # which start this run's numbers rest on
+    tags = load_init(policy, task, cfg["init"])
     # a fitted judge's latent scale is placed on this start's responses (judge_map.py)
     jcfg = map_judge_to_start(cfg["judge"], policy, task, T, kv)
     if jcfg.get("kind") == "ordinal":
-        loc, scale = jcfg["quality_loc"], jcfg["quality_scale"]
-        log.info("fitted judge mapped: quality_loc %s, quality_scale %s", loc, scale)
-        if tracker is not None and hasattr(tracker, "set_tags"):
-            tracker.set_tags({f"judge_{k}": str(jcfg[k]) for k in ("quality_loc", "quality_scale")})
+        tags |= {f"judge_{k}": str(jcfg[k]) for k in ("quality_loc", "quality_scale")}
+        log.info("fitted judge mapped: %s", tags)
+    if tracker is not None and hasattr(tracker, "set_tags"):
+        tracker.set_tags(tags)
     judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
     stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
     engine = build_engine(
