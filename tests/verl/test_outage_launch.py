@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 K, N = 2, 4  # conf/verl/smoke.yaml
 REQUESTS_PER_STEP = K * (2 * N - 2) * 2  # groups x comparisons x both orders
-DEADLINE_S = 10.0  # the client's outage_deadline_s
+DEADLINE_S = 20.0  # the client's outage_deadline_s: well above a restart on a loaded host
 SHORT_S = 1.0  # step 1: back well inside the deadline (plus the restart's own start)
 LONG_EXTRA_S = 4.0  # step 2: back this long after the deadline of the cut-off requests
 KILL_AFTER = 4  # answered requests of the step before the kill
@@ -144,7 +144,7 @@ def test_the_run_finishes_with_each_steps_outage_counters(outage):
     assert got["arena/masked_groups"][1] == 0 and got["judge_failures"][1] == 0
     # the outage seconds the client saw: about the kill-to-healthy time (plus a backoff and the
     # resends' own replies), not a cumulative or a per-request sum
-    assert got["judge_outage_s"][1] <= outage["outages"][0] + 3.0
+    assert got["judge_outage_s"][1] <= outage["outages"][0] + 5.0
     # step 2: the cut-off requests were lost after the deadline; their groups masked and counted
     assert got["judge_lost"][2] > 0 and got["judge_failures"][2] == got["judge_lost"][2]
     assert got["judge_outage_s"][2] >= DEADLINE_S
