@@ -38,12 +38,15 @@ clusters schedule jobs themselves).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import importlib.metadata
 import logging
 import os
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -473,6 +476,96 @@ class SigtermGuard:
         return exc
 
 
+class RayStartError(RuntimeError):
+    """``ray.init`` failed; the processes it had started are stopped (:func:`ray_start_cleanup`)."""
+
+
+@contextmanager
+def ray_start_cleanup(grace_s: float = 5.0):
+    """While verl runs: when ``ray.init`` raises, stop the Ray processes it had started and raise
+    :class:`RayStartError` naming Ray's own error and the raylet's or GCS's last fatal log line.
+
+    Why (Ray 2.60, reproduced with an occupied metrics-export port and seen on a loaded host: the
+    raylet dies while starting — its dashboard agent failed, or did not write its port file in
+    time — and ``Node()`` gives up 30 s later with "The current node timed out during startup"):
+    ``ray.init`` has by then started the GCS, the dashboard, the monitors and a reaper, but raises
+    before it records the node, so ``ray.shutdown()`` (also at exit) has nothing to stop. The
+    launcher then waited 60 s for those processes to go (they never do) with ``gcs_server``
+    running; only Ray's reaper stopped them, once the launcher's exit closed its pipe (minutes
+    later at nice 19 on a busy host) — and nothing does if the launcher is SIGKILLed meanwhile."""
+    import ray
+
+    original = ray.init
+
+    @functools.wraps(original)
+    def init(*args, **kwargs):
+        before = {p.pid for p in _children()}
+        t0 = time.time()
+        try:
+            return original(*args, **kwargs)
+        except BaseException as exc:  # a SIGTERM (Killed) meanwhile: the same cleanup, re-raised
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # whatever ray.init did record (e.g. a node that failed to connect)
+            started = [p for p in _children() if p.pid not in before]
+            _stop(started, grace_s)
+            if not isinstance(exc, Exception):
+                raise
+            why = _ray_fatal_line(kwargs.get("_temp_dir"), t0)
+            raise RayStartError(
+                f"Ray did not start ({type(exc).__name__}: {exc})"
+                + (f"; Ray's log: {why}" if why else "")
+                + f"; stopped the {len(started)} processes it had started"
+            ) from exc
+
+    ray.init = init
+    try:
+        yield
+    finally:
+        ray.init = original
+
+
+def _stop(procs: list, grace_s: float) -> None:
+    """SIGTERM ``procs``, then SIGKILL what is left after ``grace_s`` (and reap our children)."""
+    import psutil
+
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _ray_fatal_line(temp_dir: str | None, since: float) -> str | None:
+    """The last fatal/error line (Ray's `` C `` / `` E `` severity) of the raylet's or the GCS's
+    log in the session ``ray.init`` created (``session_latest``, if it is newer than ``since``)."""
+    if temp_dir is None:
+        try:
+            import ray._common.utils
+
+            temp_dir = ray._common.utils.get_default_ray_temp_dir()
+        except Exception:
+            return None
+    logs = Path(temp_dir) / "session_latest" / "logs"
+    try:
+        if logs.stat().st_mtime < since - 1.0:
+            return None
+    except OSError:
+        return None
+    for name in ("raylet.err", "raylet.out", "gcs_server.err", "gcs_server.out"):
+        with contextlib.suppress(OSError):
+            text = (logs / name).read_text(errors="replace")
+            lines = [x for x in text.splitlines() if " C " in x or " E " in x]
+            if lines:
+                line = lines[-1].strip()
+                if "Check failed: " in line:  # drop Ray's "you have likely discovered a bug" text
+                    line = line[: line.find("]") + 1] + " " + line[line.find("Check failed: ") :]
+                return f"{logs / name}: {line[:400]}"
+    return None
+
+
 def _print_config(cfg: DictConfig, out) -> None:
     try:
         text = OmegaConf.to_yaml(cfg, resolve=True)
@@ -541,39 +634,49 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     error: BaseException | None = None
     t0 = time.time()
-    with SigtermGuard() as guard:
-        try:
-            verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
-        except BaseException as exc:
-            guard.disarm()
-            error = guard.error(exc)
-            if error is not exc:
-                raise error from exc
-            raise
-        finally:
-            guard.disarm()
-            error = guard.error(error)
-            _close(tracker, status_for(error), t0)
+    try:
+        with SigtermGuard() as guard, ray_start_cleanup():
+            try:
+                verl_main(cfg)  # hydra.main passes a given config straight to verl's task function
+            except BaseException as exc:
+                guard.disarm()
+                error = guard.error(exc)
+                if error is not exc:
+                    raise error from exc
+                raise
+            finally:
+                guard.disarm()
+                error = guard.error(error)
+                _close(tracker, status_for(error), t0, error)
+    except RayStartError as exc:  # one clear line: Ray's traceback says nothing more
+        print(f"arenabench-verl: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
-def _close(tracker, status: str, t0: float) -> None:
+def _close(tracker, status: str, t0: float, error: BaseException | None = None) -> None:
     """Stop verl's local Ray cluster and end the run with ``status``. A run stopped early is
     marked at once (a scheduler's SIGKILL may follow its SIGTERM within seconds) and again once
     verl's workers are gone: verl's MLflow logger ends the run FINISHED whatever happened (in its
-    Ray worker, also at that worker's exit)."""
+    Ray worker, also at that worker's exit). A run whose Ray never started has no workers to
+    wait for; its ``failed_reason`` tag is Ray's error (:class:`RayStartError`)."""
     import ray
 
     cluster = _children()  # before the shutdown orphans the workers
     if tracker is not None and status != "FINISHED":
         try:
+            if isinstance(error, RayStartError):
+                from arenabench.tracking.params import TAG_VALUE_LIMIT, truncate
+
+                tracker.set_tags({"failed_reason": truncate(str(error), TAG_VALUE_LIMIT)})
             tracker.mark(status)
         except Exception as exc:  # the final finish() below tries again; the cleanup goes on
             print(f"arenabench-verl: could not mark the run {status} yet: {exc!r}", file=sys.stderr)
-    if ray.is_initialized():  # verl's run_ppo starts a local cluster and leaves it running
+    started = ray.is_initialized()
+    if started:  # verl's run_ppo starts a local cluster and leaves it running
         ray.shutdown()
     if tracker is not None:
-        if status != "FINISHED":
+        if status != "FINISHED" and started:
             _wait_for(cluster, 60.0)
         tracker.finish(status)
     print(f"arenabench-verl: {status} after {time.time() - t0:.0f} s", file=sys.stderr)

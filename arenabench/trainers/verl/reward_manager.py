@@ -27,7 +27,8 @@ share of failed judge requests gets reward 0 for every member, see
 (the engine's: ``auto`` pipelines a served judge, see :mod:`arenabench.engine`), ``seed``, ``log_metrics``
 (write judge accounting into the MLflow run named by ``$MLFLOW_RUN_ID``, one point per global
 step: :class:`StepLog`), ``group_log`` (a JSONL file: one line per scored group, with its texts
-and advantages: what verl trained on, checkable against the engine). ``judge.cache`` and
+and advantages, its judge failures, lost requests and masked flag: what verl trained on,
+checkable against the engine). ``judge.cache`` and
 ``judge.faults`` work as in the local trainer (:class:`~arenabench.judges.stack.JudgeStack`).
 
 Resuming (verl's ``trainer.resume_mode``): the launcher sets ``state_dir`` (beside verl's
@@ -82,6 +83,8 @@ DEFAULTS: dict[str, Any] = {
     "state_dir": None,
     "resume_step": None,
 }
+# per-group judge outcomes in the group log (from the samples' ``arena_*`` extra info)
+GROUP_FLAGS = ("failures", "lost", "masked")
 STATE_FILE = "reward_state.jsonl"  # in arenabench.state_dir: the cumulative counters after each step
 
 
@@ -406,6 +409,7 @@ class ArenaRewardManager(RewardManagerBase):
                         "advantages": [m["reward_score"] for m in res],
                         "rank_rewards": [m["reward_extra_info"]["arena_rank_reward"] for m in res],
                         "judge_calls": res[0]["reward_extra_info"]["arena_judge_calls"] if res else 0.0,
+                        **{k: res[0]["reward_extra_info"][f"arena_{k}"] if res else 0.0 for k in GROUP_FLAGS},
                         "timed_out": group.timed_out,
                         "late": group.late,
                     }

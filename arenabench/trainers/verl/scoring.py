@@ -37,6 +37,7 @@ EXTRA_KEYS = (
     "arena_late",  # 1 for a straggler scored alone after its group closed
     "arena_flush_groups",  # groups in the same engine run (how well waves batch across groups)
     "arena_masked",  # 1 when too many of the group's judge requests failed: reward_score 0 (mask_unreliable)
+    "arena_lost",  # the group's judge requests lost to an outage (any: masked; docs/faults.md)
 )
 
 QUALITIES = ("overlap", "hash", "constant")
@@ -253,6 +254,7 @@ class ArenaScorer:
                             "arena_late": float(ready.late),
                             "arena_flush_groups": float(len(ready_groups)),
                             "arena_masked": masked_flag,
+                            "arena_lost": float(res.lost),
                         },
                     }
                 )
