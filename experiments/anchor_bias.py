@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import sys
 import time
@@ -141,7 +142,8 @@ def write_md(out: Path, args, bias: list[dict], fid: list[dict], seconds: float)
     lines = [
         "# Seeded single elimination: the greedy anchor's seeding score (issue 31.3)\n",
         f"Command: `python {' '.join(sys.argv)}`; python {platform.python_version()}, "
-        f"{platform.machine()} ({platform.node() or 'host'}), {seconds / 60:.1f} min. "
+        f"{platform.machine()}, {os.cpu_count()} CPUs (load {os.getloadavg()[0]:.1f} at the end), "
+        f"{seconds / 60:.1f} min. "
         "Rules: `seeded_single_elim:anchor_seed=<rule>` (`docs/constructors-notes.md` §3).\n",
     ]
     if bias:

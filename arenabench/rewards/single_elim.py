@@ -50,7 +50,7 @@ class SeededSingleElim(Constructor):
     seeding and a bias remains under every rule (``docs/constructors-notes.md``). ``"neutral"``
     (``brackets.neutral_seeding``): the anchor at the tie point of its games, each explorer apart
     from it by what separated them in their own game, so the anchor-vs-explorer order always
-    agrees with their game and is symmetric on any grid; it costs 0.025–0.039 τ on the simulated
+    agrees with their game and is symmetric on any grid; it costs 0.020–0.037 τ on the simulated
     judges (an explorer's value carries the anchor's noise) and is measured, not recommended
     (``results/anchor_bias/``).
 

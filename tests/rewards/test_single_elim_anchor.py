@@ -9,9 +9,9 @@ Fixed by the tier key (``brackets.tier_scores``: the seeding score counted once)
 rematch as a new judgment (``brackets.rematch``) — except, under the paper's rule (the anchor
 seeded on its mean seeding score, the default), on the integer judge at N = 16 (−0.069 ± 0.019):
 a mean of N − 1 lattice scores sorted among single ones. ``anchor_seed=match`` (the anchor seeded
-on one drawn seeding match) makes the anchor exchangeable with the explorers there: +0.010 ±
+on one drawn seeding match) makes the anchor exchangeable with the explorers there: +0.002 ±
 0.014. Not covered: the fitted LLMBar judges repeat a verdict when re-asked, so the anchor's
-bracket games copy its seeding and it is biased under either rule (gpt4_llmbar N = 16 −0.117 ±
+bracket games copy its seeding and it is biased under every rule (gpt4_llmbar N = 16 −0.117 ±
 0.021; ``docs/constructors-notes.md``).
 """
 
@@ -67,8 +67,10 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     """4,000 equal-quality groups (seeds: groups 11, judge 4, engine 0, as ``test_ties``):
     |mean anchor advantage| <= 2 SE. Measured when written (chunks of 500), N = 8 / 16: the
     paper's rule z = +0.17 / −0.72 (calibrated), −0.41 / −3.56 (integer, N = 16 a strict xfail:
-    it fails loudly if fixed); ``anchor_seed=match`` z = +0.16 / −1.91 (calibrated), −0.38 /
-    +0.75 (integer); double elimination (N = 8) z = +0.35, +1.53."""
+    it fails loudly if fixed); ``anchor_seed=match`` z = +1.45 / +0.61 (calibrated), −0.97 /
+    +0.14 (integer; re-measured for issue 31.3, ``results/anchor_bias/``); double elimination
+    (N = 8) z = +0.35, +1.53. ``anchor_seed=neutral`` is not here: it is biased (integer N = 8
+    z = +3.6), measured in ``results/anchor_bias/``."""
     engine = Engine(judges.get(preset, seed=4), seed=0)
     groups = equal_quality_groups(GROUPS, n)
     adv0 = []
