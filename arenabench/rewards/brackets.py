@@ -46,7 +46,35 @@ def anchor_phase(c: Constructor, group: Group):
     return score, list(results), failed
 
 
-ANCHOR_SEEDS = ("mean", "match")  # seeded_single_elim: the anchor's seeding score
+ANCHOR_SEEDS = ("mean", "match", "neutral")  # seeded_single_elim: the anchor's seeding score
+
+
+def neutral_seeding(score: np.ndarray, results: list, anchor: int) -> np.ndarray:
+    """``score`` (``anchor_phase``'s) in which the anchor sits at the tie point of its games: its
+    entry is its mean (as ``mean``), an explorer's is that mean plus the explorer's distance from
+    its seeding game's tie point, ``(own − anchor's) / 2``, so anchor and explorer are apart by
+    what separated them in their own game. NaN (failed) stays NaN.
+
+    Why (``seeded_single_elim:anchor_seed=neutral``, issue 31): under ``mean`` an explorer X is
+    above the anchor iff its score beats the anchor's *mean*, which can contradict their own
+    game and, on a skewed integer lattice, is not symmetric. Here X is above the anchor iff it
+    won, exactly equal iff they tied (then the no-information rules apply: a seeded permutation
+    in ``seed_order``, a coin flip in ``decide``, a shared rank), and each explorer's distance
+    from the anchor is symmetric about 0 in an equal-quality group on any score grid. On a judge
+    whose two scores sum to a constant (a verdict: 1/0, a tie ½ each) it is the anchor at the
+    tie score and each explorer at its own, all shifted alike. The price on a judge that rates
+    each side on its own: an explorer's value carries the anchor's noise in that game. The
+    anchor's mean is put on a 2^-20 grid so that its sums with lattice scores (the tier key)
+    are exact: keys equal in exact arithmetic are equal floats."""
+    a = anchor
+    out = np.array(score, dtype=float)
+    if not np.isfinite(out[a]):
+        return out
+    out[a] = np.ldexp(np.rint(np.ldexp(out[a], 20)), -20)
+    for m in split_failures(results)[0]:
+        x, sx, sa = (m.i, m.score_i, m.score_j) if m.j == a else (m.j, m.score_j, m.score_i)
+        out[x] = out[a] + (sx - sa) / 2
+    return out
 
 
 def one_match_seeding(score: np.ndarray, results: list, anchor: int, rng: np.random.Generator) -> np.ndarray:

@@ -11,6 +11,7 @@ from arenabench.rewards.brackets import (
     ANCHOR_SEEDS,
     Seeding,
     anchor_phase,
+    neutral_seeding,
     one_match_seeding,
     pool_ranks,
     seed_order,
@@ -44,9 +45,14 @@ class SeededSingleElim(Constructor):
     integer-rubric judge single scores sit on a skewed lattice, and in groups of equal quality
     the greedy anchor's mean advantage is −0.069 ± 0.019 at N = 16 (issue 31; 4,000 groups).
     With ``match`` every later rule treats the anchor as one more explorer, so on a judge that
-    judges a rematch afresh its mean advantage is 0 by symmetry (+0.010 ± 0.014 there). On a
+    judges a rematch afresh its mean advantage is 0 by symmetry (+0.002 ± 0.014 there). On a
     judge that repeats its verdicts (the LLMBar fits) the anchor's bracket games copy its
-    seeding and a bias remains under either rule (``docs/constructors-notes.md``).
+    seeding and a bias remains under every rule (``docs/constructors-notes.md``). ``"neutral"``
+    (``brackets.neutral_seeding``): the anchor at the tie point of its games, each explorer apart
+    from it by what separated them in their own game, so the anchor-vs-explorer order always
+    agrees with their game and is symmetric on any grid; it costs 0.020–0.037 τ on the simulated
+    judges (an explorer's value carries the anchor's noise) and is measured, not recommended
+    (``results/anchor_bias/``).
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
@@ -76,6 +82,8 @@ class SeededSingleElim(Constructor):
         seed_score, history, seed_failed = yield from anchor_phase(self, group)
         if self.anchor_seed == "match":
             seed_score = one_match_seeding(seed_score, history, group.anchor, rng)
+        elif self.anchor_seed == "neutral":
+            seed_score = neutral_seeding(seed_score, history, group.anchor)
         seeds = seed_order(seed_score, rng)
         seeding = Seeding(seed_score, len(history))
         flags: Counter[str] = Counter({"failed_seeding": seed_failed} if seed_failed else {})

@@ -9,9 +9,9 @@ Fixed by the tier key (``brackets.tier_scores``: the seeding score counted once)
 rematch as a new judgment (``brackets.rematch``) — except, under the paper's rule (the anchor
 seeded on its mean seeding score, the default), on the integer judge at N = 16 (−0.069 ± 0.019):
 a mean of N − 1 lattice scores sorted among single ones. ``anchor_seed=match`` (the anchor seeded
-on one drawn seeding match) makes the anchor exchangeable with the explorers there: +0.010 ±
+on one drawn seeding match) makes the anchor exchangeable with the explorers there: +0.002 ±
 0.014. Not covered: the fitted LLMBar judges repeat a verdict when re-asked, so the anchor's
-bracket games copy its seeding and it is biased under either rule (gpt4_llmbar N = 16 −0.117 ±
+bracket games copy its seeding and it is biased under every rule (gpt4_llmbar N = 16 −0.117 ±
 0.021; ``docs/constructors-notes.md``).
 """
 
@@ -24,7 +24,7 @@ import pytest
 from conftest import make_group
 
 from arenabench import Engine, judges, rewards
-from arenabench.rewards.brackets import one_match_seeding
+from arenabench.rewards.brackets import Seeding, neutral_seeding, one_match_seeding, seed_order, tier_scores
 from arenabench.types import MatchResult
 
 GROUPS = 4000
@@ -67,8 +67,10 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     """4,000 equal-quality groups (seeds: groups 11, judge 4, engine 0, as ``test_ties``):
     |mean anchor advantage| <= 2 SE. Measured when written (chunks of 500), N = 8 / 16: the
     paper's rule z = +0.17 / −0.72 (calibrated), −0.41 / −3.56 (integer, N = 16 a strict xfail:
-    it fails loudly if fixed); ``anchor_seed=match`` z = +0.16 / −1.91 (calibrated), −0.38 /
-    +0.75 (integer); double elimination (N = 8) z = +0.35, +1.53."""
+    it fails loudly if fixed); ``anchor_seed=match`` z = +1.45 / +0.61 (calibrated), −0.97 /
+    +0.14 (integer; re-measured for issue 31.3, ``results/anchor_bias/``); double elimination
+    (N = 8) z = +0.35, +1.53. ``anchor_seed=neutral`` is not here: it is biased (integer N = 8
+    z = +3.6), measured in ``results/anchor_bias/``."""
     engine = Engine(judges.get(preset, seed=4), seed=0)
     groups = equal_quality_groups(GROUPS, n)
     adv0 = []
@@ -109,5 +111,67 @@ def test_anchor_seed_match_ranks_as_the_mean_on_a_noiseless_judge_and_a_bad_valu
     by_match = engine.run(rewards.from_spec(MATCH), groups).results
     for r, s in zip(by_match, by_mean, strict=True):
         assert np.array_equal(r.rank, s.rank)
-    with pytest.raises(ValueError, match="anchor_seed must be one of mean, match"):
+    with pytest.raises(ValueError, match="anchor_seed must be one of mean, match, neutral"):
         rewards.get("seeded_single_elim", anchor_seed="median")
+
+
+def test_neutral_seeding_orders_the_anchor_by_each_head_to_head_game_and_keeps_ties_exact():
+    """``neutral_seeding``: an explorer's value is the anchor's mean plus half its margin in their
+    game, so it is above the anchor iff it won and exactly equal iff they tied; a failed match
+    stays NaN. X = 1 beat the anchor (15 vs 14) yet scores below its mean (16): ``mean`` seeds it
+    below the anchor, ``neutral`` above."""
+    a = 0
+    results = [
+        MatchResult(1, a, 15.0, 14.0),  # won with a score below the anchor's mean
+        MatchResult(a, 2, 17.0, 16.0),  # the anchor in slot i; lost
+        MatchResult(3, a, 17.0, 17.0),  # a tie
+        MatchResult(4, a, 18.0, 16.0),
+        MatchResult(5, a, math.nan, math.nan, failed=True),
+    ]
+    score = np.array([16.0, 15, 16, 17, 18, math.nan])  # anchor_phase's: the anchor's mean 64 / 4
+    out = neutral_seeding(score, results, a)
+    assert out.tolist()[:5] == [16.0, 16.5, 15.5, 16.0, 17.0] and math.isnan(out[5])
+    by_mean, by_neutral = (
+        seed_order(score, np.random.default_rng(0)),
+        seed_order(out, np.random.default_rng(0)),
+    )
+    assert by_mean.index(1) > by_mean.index(a) and by_neutral.index(1) < by_neutral.index(a)
+
+
+def test_neutral_keys_that_are_equal_in_exact_arithmetic_are_equal_floats():
+    """The anchor's mean 30 / 9 is not a float; X = 1 beat it by 2 (+1 from the tie point), then
+    scored 12 and 8 in the bracket, the anchor 13 and 8: both keys are (30/9 + 21) / 3. Summed as
+    floats from the raw mean they differ in the last place (``decide`` and the tier ranks would
+    split a tie by rounding); on the 2^-20 grid they are equal."""
+    a = 0
+    anchor_scores = [3.0] * 6 + [4.0] * 3  # mean 30 / 9
+    results = [
+        MatchResult(x, a, s + (2.0 if x == 1 else 0.0), s)
+        for x, s in zip(range(1, 10), anchor_scores, strict=True)
+    ]
+    score = np.array([30 / 9] + [r.score_i for r in results])
+    out = neutral_seeding(score, results, a)
+    bracket = [
+        MatchResult(1, 5, 12.0, 11.0),
+        MatchResult(a, 6, 13.0, 9.0),
+        MatchResult(1, 7, 8.0, 6.0),
+        MatchResult(a, 8, 8.0, 9.0),
+    ]
+    raw = np.array(score)
+    raw[1] = raw[a] + 1.0
+    assert (
+        tier_scores(10, results + bracket, Seeding(raw, len(results)))[1]
+        != tier_scores(10, results + bracket, Seeding(raw, len(results)))[a]
+    )
+    key = tier_scores(10, results + bracket, Seeding(out, len(results)))
+    assert key[1] == key[a]
+
+
+def test_neutral_with_an_anchor_whose_every_seeding_match_failed_keeps_nan():
+    a = 1
+    results = [
+        MatchResult(0, a, math.nan, math.nan, failed=True),
+        MatchResult(2, a, math.nan, math.nan, failed=True),
+    ]
+    score = np.full(3, math.nan)
+    assert np.isnan(neutral_seeding(score, results, a)).all()
