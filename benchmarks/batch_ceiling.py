@@ -1,9 +1,9 @@
 """What training S seeds of one arm as one batch could save (issue 28): a step's torch work at
 K·N = 64 rows vs one batch of S × 64 rows.
 
-The torch part of a local-trainer step — KV-cached rollout sampling (8 tokens), the reference
-forward, the update forward, backward, AdamW — on the table2 policy (d_model 64, 2 layers, 4
-heads, prompts of 4 + responses of 8 tokens, one torch thread), timed in CPU seconds per 64 rows.
+The torch part of a local-trainer step — KV-cached rollout sampling, the reference forward, the
+update forward, backward, AdamW — on the table2 policy (the preference task's vocabulary and
+lengths, ``conf/trainer/grpo.yaml``'s sizes, one torch thread), in CPU seconds per 64 rows.
 If per-op overhead dominated, S × 64 rows would cost about what 64 do; if the kernels' work does,
 the cost per 64 rows stays flat. The ratio bounds what batching seeds (``vmap`` over stacked
 weights, a numerics change) could buy on the torch part; the engine, the judge and the metrics
@@ -29,23 +29,28 @@ ROWS = 64  # K·N of a table2 step
 def step_cpu(batch: int, reps: int) -> float:
     """CPU seconds of one torch step on ``batch`` rows (mean over ``reps`` after a warm-up)."""
     import torch
+    import yaml
 
     from arenabench.trainers.local.policy import TinyLM, response_logits, sample, token_logprobs
+    from arenabench.trainers.local.task import TASKS
 
+    task = TASKS.get("preference")
+    tc = yaml.safe_load((common.ROOT / "conf" / "trainer" / "grpo.yaml").read_text())
+    dims = (task.vocab, task.prompt_len + task.response_len, tc["d_model"], tc["n_layer"], tc["n_head"])
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = TinyLM(32, 12, 64, 2, 4)
-    ref = TinyLM(32, 12, 64, 2, 4).requires_grad_(False)
+    model, ref = TinyLM(*dims), TinyLM(*dims).requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(0)
-    prompts = torch.randint(0, 32, (batch, 4), generator=gen)
-    temp = torch.ones(batch)
+    prompts = torch.as_tensor(task.prompts[torch.randint(0, task.n_prompts, (batch,), generator=gen).numpy()])
+    temp = torch.full((batch,), float(tc["temperature"]))
 
     def step():
-        resp = sample(model, prompts, 8, temp, gen, True)
+        resp = sample(model, prompts, task.response_len, temp, gen, True)
         with torch.no_grad():
             response_logits(ref, prompts, resp, 1.0)
-        loss = -token_logprobs(response_logits(model, prompts, resp, 1.0), resp).mean()
+        loss = -token_logprobs(response_logits(model, prompts, resp, 1.0), resp).mean()  # (GRPO's
+        # clipped ratio is a few elementwise ops more on [rows, 8])
         opt.zero_grad()
         loss.backward()
         opt.step()
