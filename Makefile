@@ -97,7 +97,7 @@ bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, pipelined vs
 soak: $(VENV)/.base  ## issue 29: 500 local-trainer steps against the served test judge, SIGKILLed/restarted 8 times (1-20 s) + 10% injected faults, then a rerun on the cache -> results/soak/ (~15-25 min on 2 busy cores)
 	$(PY) experiments/soak.py --out results/soak
 
-bench-sweep: $(VENV)/.base  ## issue 28: a table2 sweep on the previous path vs this one (CPU time, start-up, numerics) -> results/bench/sweep.* (~15-30 min on 2 cores)
+bench-sweep: $(VENV)/.base  ## issue 28: the full table2 sweep on a843f22 vs this tree (wall, CPU, RSS, every run's numerics) -> results/bench/sweep.* (~20 min on 2 cores)
 	$(PY) benchmarks/sweep_speed.py --out results/bench
 
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)

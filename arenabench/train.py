@@ -115,7 +115,10 @@ def curves_figure(history, title: str = "", panels=RUN_PANELS):
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    # fixed margins, not tight_layout: that measures every tick label by drawing the figure once
+    # more (~0.3 CPU-s of the 0.4 a run's figure cost)
+    top = 0.9 if title else 0.95
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.08, top=top, wspace=0.22, hspace=0.38)
     return fig
 
 

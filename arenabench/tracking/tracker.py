@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from arenabench.tracking.bulk import write_metrics
 from arenabench.tracking.ownership import fail_dead_runs, owner_tags
 from arenabench.tracking.params import (
     METRICS_PER_BATCH,
@@ -127,7 +128,13 @@ class RunLogger:
             self.flush()
 
     def flush(self) -> None:
-        """Write buffered metrics now, at most 1000 per ``log_batch`` call (MLflow's limit)."""
+        """Write buffered metrics now: into a SQL store in one bulk insert
+        (:func:`~arenabench.tracking.bulk.write_metrics`, the same rows), else at most 1000 per
+        ``log_batch`` call (MLflow's limit)."""
+        if self._pending:
+            with lock_for(self.uri):
+                if write_metrics(self.client, self._run_id, self._pending):
+                    self._pending.clear()
         while self._pending:
             chunk = self._pending[:METRICS_PER_BATCH]
             with lock_for(self.uri):

@@ -274,8 +274,9 @@ def train(
         bar.set_postfix(q=f"{metrics['quality_mean']:.2f}", snr=f"{metrics['snr']:.2f}")
     bar.close()
     final = dict(metrics)
-    final.update(greedy_eval(policy, ref_greedy, task, kv))
-    final.update(sampled_eval(policy, task, kv_cache=kv))
+    if not (rc.eval_every and steps):  # else the last step evaluated this very policy: the same numbers
+        final.update(greedy_eval(policy, ref_greedy, task, kv))
+        final.update(sampled_eval(policy, task, kv_cache=kv))
     final["steps_per_s"] = steps / max(time.perf_counter() - t_start, 1e-9)
     if not math.isfinite(final.get("loss", 0.0)):
         raise FloatingPointError(f"loss became non-finite at step {steps - 1}")

@@ -215,3 +215,36 @@ def test_pipelined_schedule_trains_exactly_as_lockstep(reward):
     clocks = ("wall_time", "steps_per_s", "judge_backend_calls")
     keep = [k for k in lock_final if "latency" not in k and k not in clocks]
     assert {k: lock_final[k] for k in keep} == {k: pipe_final[k] for k in keep}
+
+
+def test_the_final_eval_is_the_last_steps_which_a_second_eval_would_repeat_exactly():
+    """The last step (eval_every > 0) evaluates the policy the run ends with; ``final`` reuses
+    those numbers instead of evaluating again — exact, because an eval of a policy is a
+    deterministic function of it (greedy decoding, and sampling from a fixed-seed generator)."""
+    import torch
+
+    from arenabench.trainers.local.policy import TinyLM
+    from arenabench.trainers.local.step_metrics import sampled_eval
+    from arenabench.trainers.local.trainer import greedy_eval
+
+    class Log:
+        def __init__(self):
+            self.steps = []
+
+        def log_metrics(self, m, step):
+            self.steps.append((step, dict(m)))
+
+    log = Log()
+    cfg = compose_cfg("reward=pointwise", "steps=3", "tracking=none", "eval_every=2")
+    final = train(cfg, tracker=log, progress=False)
+    last_step, last = log.steps[-1]
+    evals = ("eval_win_rate", "eval_quality", "eval_sampled_quality")
+    assert last_step == 2 and {k: final[k] for k in evals} == {k: last[k] for k in evals}
+
+    task = TASKS.get("preference")
+    torch.manual_seed(0)
+    policy = TinyLM(task.vocab, task.prompt_len + task.response_len)
+    ref = np.zeros((task.n_prompts, task.response_len), dtype=np.int64)
+    for kv in (False, True):
+        once = greedy_eval(policy, ref, task, kv) | sampled_eval(policy, task, kv_cache=kv)
+        assert once == greedy_eval(policy, ref, task, kv) | sampled_eval(policy, task, kv_cache=kv)
