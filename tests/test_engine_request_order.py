@@ -102,6 +102,11 @@ def test_rewards_and_accounting_do_not_depend_on_the_order(spec, tmp_path):
     assert out["asked"][0].stats.retries > 0  # the faults were in play
 
 
+def test_prefix_order_is_the_default():
+    """results/bench/prefix_reuse.md: never more prefill computed on vLLM, less under a tight cache."""
+    assert Engine(judges.get("calibrated")).request_order == "prefix"
+
+
 def test_unknown_request_order_names_the_valid_ones():
     with pytest.raises(ValueError, match="asked, prefix"):
         Engine(judges.get("calibrated"), request_order="sorted")
