@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments tables report test test-fast test-verl bench-quick bench-sweep bench-prefix lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity notebooks trl trl-learning
+.PHONY: demo experiments tables report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer order bench soak vllm clean judges judges-fidelity notebooks trl trl-learning
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -97,9 +97,6 @@ soak: $(VENV)/.base  ## issue 29: 500 local-trainer steps against the served tes
 bench-sweep: $(VENV)/.base  ## issue 28: a table2 sweep on the previous path vs this one (CPU time, start-up, numerics) -> results/bench/sweep.* (~15-30 min on 2 cores)
 	$(PY) benchmarks/sweep_speed.py --out results/bench
 
-bench-prefix: $(VENV)/.vllm  ## issue 28: prefix-cache reuse on the real vLLM engine (tiny model), asked vs prefix request order, floors -> results/bench/prefix_reuse.* (~25 min on 2 cores)
-	$(PY) benchmarks/prefix_reuse.py --out results/bench
-
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)
 	$(PY) benchmarks/run_all.py --quick --out /tmp/arenabench-bench-quick
 
@@ -114,6 +111,10 @@ $(VENV)/.vllm: pyproject.toml constraints/cpu.txt | $(PY)
 	touch $@ $(VENV)/.dev $(VENV)/.base
 
 vllm: $(VENV)/.vllm  ## install the vLLM CPU path and TRL into .venv (make test does this too)
+
+.PHONY: bench-prefix
+bench-prefix: $(VENV)/.vllm  ## issue 28: prefix-cache reuse on the real vLLM engine (tiny model), asked vs prefix request order, floors -> results/bench/prefix_reuse.* (~45 min on 2 busy cores)
+	$(PY) benchmarks/prefix_reuse.py --out results/bench
 
 # TRL alone (no vLLM): GRPOTrainer's own generation on the CPU torch, for the TRL example
 # (python -m arenabench.trainers.trl.example) and the tests marked trl. docs/trl.md has the timing.
