@@ -115,6 +115,10 @@ $(VENV)/.vllm: pyproject.toml constraints/cpu.txt | $(PY)
 
 vllm: $(VENV)/.vllm  ## install the vLLM CPU path and TRL into .venv (make test does this too)
 
+.PHONY: bench-prefix
+bench-prefix: $(VENV)/.vllm  ## issue 28: prefix-cache reuse on the real vLLM engine (tiny model), asked vs prefix request order, floors -> results/bench/prefix_reuse.* (~45 min on 2 busy cores)
+	$(PY) benchmarks/prefix_reuse.py --out results/bench
+
 # TRL alone (no vLLM): GRPOTrainer's own generation on the CPU torch, for the TRL example
 # (python -m arenabench.trainers.trl.example) and the tests marked trl. docs/trl.md has the timing.
 $(VENV)/.trl: pyproject.toml constraints/cpu.txt | $(PY)

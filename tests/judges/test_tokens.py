@@ -98,3 +98,47 @@ def test_simulated_judge_counts_tokens_without_changing_a_verdict(counter):
 def test_unknown_tokenizer_names_the_valid_ones():
     with pytest.raises(ValueError, match="tiny-bpe"):
         judges.get("calibrated", tokenizer="gpt2")
+
+
+@pytest.mark.parametrize("name", judges.fitted())
+def test_fitted_judge_counts_the_simulated_judges_tokens_exactly(name, counter):
+    """A fitted judge (kind ordinal) bills what the simulated judge bills for the same requests:
+    each prompt's whole count under the tiny BPE, the same ideal-cache share, and the verdict line
+    of its own scores (1 and 0; a tie 0 and 0) + one end-of-sequence token."""
+    groups = simulate_groups(2, 4, seed=1)
+    reqs = [
+        PairRequest(g.prompt, g.trajectories[i], g.trajectories[j])
+        for g in groups
+        for i in range(4)
+        for j in range(4)
+        if i != j
+    ]
+    fitted, sim = judges.get(name), judges.get("calibrated")
+    verdicts = fitted.judge_pairs(reqs)
+    sim.judge_pairs(reqs)
+    assert fitted.stats["prompt_tokens"] == sum(counter.count(counter.render(r)) for r in reqs)
+    assert fitted.stats["prompt_tokens"] == sim.stats["prompt_tokens"]
+    assert 0 < fitted.stats["cached_prompt_tokens"] == sim.stats["cached_prompt_tokens"]
+    decode = 0
+    for v in verdicts:
+        a, b = int(round(v.score_a)), int(round(v.score_b))
+        w = "A" if a > b else "B" if b > a else "tie"
+        decode += counter.count(f'{{"score_a": {a}, "score_b": {b}, "winner": "{w}"}}') + 1
+    assert fitted.stats["completion_tokens"] == decode
+    assert judges.get(name, tokenizer=None).judge_pairs(reqs) == verdicts
+    ref_rubric = judges.get(name, rubric="math_reasoning")  # no reference in these requests: nothing sent
+    assert ref_rubric.judge_pairs(reqs[:1]) == verdicts[:1] and ref_rubric.stats["prompt_tokens"] == 0
+
+
+@pytest.mark.parametrize("spec", ["round_robin", "seeded_single_elim", "anchor", "pointwise"])
+def test_fitted_judge_rewards_are_bit_identical_with_and_without_counting(spec):
+    groups = simulate_groups(3, 8, seed=2)
+    out = {}
+    for tok in ("tiny-bpe", None):
+        stack = JudgeStack(judges.get("gpt4_llmbar", tokenizer=tok))
+        out[tok] = (Engine(stack, seed=0).run(rewards.get(spec), groups), stack.step_metrics())
+    (on, m_on), (off, m_off) = out["tiny-bpe"], out[None]
+    for a, b in zip(on.results, off.results, strict=True):
+        assert a.reward.tobytes() == b.reward.tobytes() and a.advantage.tobytes() == b.advantage.tobytes()
+    assert m_off["judge_prompt_tokens"] == m_off["judge_completion_tokens"] == 0
+    assert (m_on["judge_prompt_tokens"] > 0) == (spec != "pointwise")  # pointwise sends no prompt

@@ -217,3 +217,26 @@ def test_token_counts_match_the_engine_counters_exactly(tiny_model_dir, vllm_llm
     again = judge.stats["cached_prompt_tokens"] - first
     assert 0 < again < judge.stats["prompt_tokens"] / 2
     assert judge.stats["completion_tokens"] > 0
+
+
+def test_prefix_ordered_wave_cached_tokens_equal_vllms_own_counter(tiny_model_dir, vllm_llm):
+    """A round-robin wave sent in prefix order (``Engine(request_order="prefix")``) as one
+    ``generate`` on an empty prefix cache: the judge's cached tokens (summed
+    ``num_cached_tokens``) are vLLM's own ``vllm:prefix_cache_hits``, its prefill the engine's
+    ``vllm:prefix_cache_queries``, and requests hit prefixes computed in the same batch."""
+
+    def counters():
+        return {m.name: m.value for m in vllm_llm.get_metrics() if m.name.startswith("vllm:prefix_cache_")}
+
+    judge = VLLMJudge(str(tiny_model_dir), temperature=0.0, top_logprobs=0, llm=vllm_llm)
+    assert vllm_llm.reset_prefix_cache()
+    before = counters()
+    step = Engine(judge, request_order="prefix").run(
+        rewards.get("round_robin"), simulate_groups(2, 4, seed=11)
+    )
+    after = counters()
+    assert step.stats.judge_batches == 1 and step.stats.failures == 0
+    cached, prefill = judge.stats["cached_prompt_tokens"], judge.stats["prompt_tokens"]
+    assert cached == after["vllm:prefix_cache_hits"] - before["vllm:prefix_cache_hits"]
+    assert prefill == after["vllm:prefix_cache_queries"] - before["vllm:prefix_cache_queries"]
+    assert prefill / 2 < cached < prefill  # every request after the first shares the system prompt, or more

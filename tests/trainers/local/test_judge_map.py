@@ -123,3 +123,25 @@ def test_a_fitted_judge_trains_and_logs_its_map(tmp_path):
     mapped = map_judge_to_start(fitted_cfg("chatgpt_llmbar"), policy, task, 1.0)
     assert float(run.data.tags["judge_quality_loc"]) == mapped["quality_loc"]
     assert float(run.data.tags["judge_quality_scale"]) == mapped["quality_scale"]
+
+
+def test_a_fitted_judges_token_count_changes_no_reward():
+    """The fitted judge counts the simulated judge's tokens (docs/tokens.md); with the counter off
+    (``judge.tokenizer=null``) a training run's rewards and every non-token metric are bit-identical."""
+
+    def run(*extra):
+        seen = []
+        cfg = compose_cfg("reward=round_robin", "judge=gpt4_llmbar", "init=sft", "steps=3", "tracking=none",
+                          "eval_every=3", *extra)  # fmt: skip
+        final = train(cfg, progress=False, on_step=lambda s, g, o: seen.append([r.reward for r in o.results]))
+        return seen, final
+
+    (on, on_final), (off, off_final) = run(), run("judge.tokenizer=null")
+    for a, b in zip(on, off, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x.tobytes() == y.tobytes()
+    tokens = {k for k in on_final if "tokens" in k}
+    assert on_final["judge_prompt_tokens_total"] > 0 and off_final["judge_prompt_tokens_total"] == 0
+    timing = {k for k in on_final if k.endswith(("_s", "_ms", "per_s")) or "latency" in k or "time" in k}
+    same = set(on_final) - tokens - timing
+    assert {k: on_final[k] for k in same} == {k: off_final[k] for k in same}
