@@ -218,7 +218,9 @@ def decide(
 
     A verdict decides. A tie or failure (flagged ``tied_match`` / ``failed_match``) goes to the
     player with the higher accumulated average score so far (``tier_scores``;
-    ``evidence_tiebreak``); when those are equal or missing, a seeded coin flip decides
+    ``evidence_tiebreak``) — under ``anchor_seed=h2h`` a game of the anchor's to the winner of its
+    seeding game against that opponent (``head_to_head``; ``head_to_head_tiebreak``) — and when
+    there is no such evidence, a seeded coin flip decides
     (``coin_flip``) and the game is added to ``links`` so that it separates no one in the final
     ranking (``pool_ranks``)."""
     w = m.winner
@@ -226,12 +228,15 @@ def decide(
         return w, (y if w == x else x)
     flags["failed_match" if m.failed else "tied_match"] += 1
     if seeding is not None and seeding.head_to_head in (x, y):
-        return head_to_head(x, y, history[: seeding.matches], flags, rng, links)
-    n = len(seeding.score) if seeding is not None else 1 + max(max(r.i, r.j) for r in history)
-    ms = tier_scores(n, history, seeding)
-    if np.isfinite(ms[x]) and np.isfinite(ms[y]) and ms[x] != ms[y]:
-        flags["evidence_tiebreak"] += 1
-        w = x if ms[x] > ms[y] else y
+        w, flag = head_to_head(x, y, history[: seeding.matches]), "head_to_head_tiebreak"
+    else:
+        n = len(seeding.score) if seeding is not None else 1 + max(max(r.i, r.j) for r in history)
+        ms = tier_scores(n, history, seeding)
+        if np.isfinite(ms[x]) and np.isfinite(ms[y]) and ms[x] != ms[y]:
+            w = x if ms[x] > ms[y] else y
+        flag = "evidence_tiebreak"
+    if w is not None:
+        flags[flag] += 1
     else:
         flags["coin_flip"] += 1
         w = coin_flip(rng, x, y)
@@ -240,18 +245,11 @@ def decide(
     return w, (y if w == x else x)
 
 
-def head_to_head(
-    x: int,
-    y: int,
-    seeding_results: list,
-    flags: Counter,
-    rng: np.random.Generator | None,
-    links: list[tuple[int, int]] | None,
-) -> tuple[int, int]:
-    """(winner, loser) of a tied or failed bracket game between the anchor and an explorer
-    (``anchor_seed=h2h``): the winner of their own seeding game — the head-to-head evidence they
-    already have — and, when that game was tied or failed too, a seeded coin flip recorded in
-    ``links``, as for any game without evidence.
+def head_to_head(x: int, y: int, seeding_results: list) -> int | None:
+    """The winner of the seeding game between the anchor and an explorer (``x``, ``y``), or None
+    when it was tied, failed or not played: ``decide``'s evidence for their tied or failed bracket
+    game under ``anchor_seed=h2h`` (None: a coin flip recorded in ``links``, as for any game
+    without evidence).
 
     Why (issue 31.3): ``decide``'s other evidence is the two accumulated averages, and the
     anchor's holds its seeding *mean*, which on an integer rubric is off the lattice, so it is
@@ -260,15 +258,7 @@ def head_to_head(
     Here the anchor's tied game goes by evidence of the same kind an explorer pair has — one
     match between the two — or to the coin and the pool."""
     m = next((r for r in seeding_results if {r.i, r.j} == {x, y}), None)
-    w = m.winner if m is not None else None
-    if w is not None:
-        flags["head_to_head_tiebreak"] += 1
-    else:
-        flags["coin_flip"] += 1
-        w = coin_flip(rng, x, y)
-        if links is not None:
-            links.append((x, y))
-    return w, (y if w == x else x)
+    return m.winner if m is not None else None
 
 
 def place_anchor_by_head_to_head(
