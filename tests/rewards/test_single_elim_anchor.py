@@ -69,8 +69,8 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     paper's rule z = +0.17 / −0.72 (calibrated), −0.41 / −3.56 (integer, N = 16 a strict xfail:
     it fails loudly if fixed); ``anchor_seed=match`` z = +1.45 / +0.61 (calibrated), −0.97 /
     +0.14 (integer; re-measured for issue 31.3, ``results/anchor_bias/``); double elimination
-    (N = 8) z = +0.35, +1.53. ``anchor_seed=neutral`` is not here: it is biased (integer N = 8
-    z = +3.6), measured in ``results/anchor_bias/``."""
+    (N = 8) z = +0.35, +1.53. ``anchor_seed=neutral``, ``h2h`` and ``h2h_tier`` are not here: they
+    are biased (integer N = 8 z = +3.6, +4.0, +5.5), measured in ``results/anchor_bias/``."""
     engine = Engine(judges.get(preset, seed=4), seed=0)
     groups = equal_quality_groups(GROUPS, n)
     adv0 = []
