@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.base import Constructor, mean_scores
 from arenabench.rewards.failures import split_failures
 from arenabench.types import Group, Match, MatchResult
@@ -46,7 +47,8 @@ def anchor_phase(c: Constructor, group: Group):
     return score, list(results), failed
 
 
-ANCHOR_SEEDS = ("mean", "match", "neutral")  # seeded_single_elim: the anchor's seeding score
+# seeded_single_elim: the anchor's seeding rule (h2h, h2h_tier: seeded on the mean, see head_to_head)
+ANCHOR_SEEDS = ("mean", "match", "neutral", "h2h", "h2h_tier")
 
 
 def neutral_seeding(score: np.ndarray, results: list, anchor: int) -> np.ndarray:
@@ -107,6 +109,7 @@ class Seeding:
 
     score: np.ndarray
     matches: int
+    head_to_head: int | None = None  # the anchor, when its tied bracket games go by its seeding game
 
 
 def tier_scores(n: int, history: list, seeding: Seeding | None = None) -> np.ndarray:
@@ -215,24 +218,78 @@ def decide(
 
     A verdict decides. A tie or failure (flagged ``tied_match`` / ``failed_match``) goes to the
     player with the higher accumulated average score so far (``tier_scores``;
-    ``evidence_tiebreak``); when those are equal or missing, a seeded coin flip decides
+    ``evidence_tiebreak``) — under ``anchor_seed=h2h`` a game of the anchor's to the winner of its
+    seeding game against that opponent (``head_to_head``; ``head_to_head_tiebreak``) — and when
+    there is no such evidence, a seeded coin flip decides
     (``coin_flip``) and the game is added to ``links`` so that it separates no one in the final
     ranking (``pool_ranks``)."""
     w = m.winner
     if w is not None:
         return w, (y if w == x else x)
     flags["failed_match" if m.failed else "tied_match"] += 1
-    n = len(seeding.score) if seeding is not None else 1 + max(max(r.i, r.j) for r in history)
-    ms = tier_scores(n, history, seeding)
-    if np.isfinite(ms[x]) and np.isfinite(ms[y]) and ms[x] != ms[y]:
-        flags["evidence_tiebreak"] += 1
-        w = x if ms[x] > ms[y] else y
+    if seeding is not None and seeding.head_to_head in (x, y):
+        w, flag = head_to_head(x, y, history[: seeding.matches]), "head_to_head_tiebreak"
+    else:
+        n = len(seeding.score) if seeding is not None else 1 + max(max(r.i, r.j) for r in history)
+        ms = tier_scores(n, history, seeding)
+        if np.isfinite(ms[x]) and np.isfinite(ms[y]) and ms[x] != ms[y]:
+            w = x if ms[x] > ms[y] else y
+        flag = "evidence_tiebreak"
+    if w is not None:
+        flags[flag] += 1
     else:
         flags["coin_flip"] += 1
         w = coin_flip(rng, x, y)
         if links is not None:
             links.append((x, y))
     return w, (y if w == x else x)
+
+
+def head_to_head(x: int, y: int, seeding_results: list) -> int | None:
+    """The winner of the seeding game between the anchor and an explorer (``x``, ``y``), or None
+    when it was tied, failed or not played: ``decide``'s evidence for their tied or failed bracket
+    game under ``anchor_seed=h2h`` (None: a coin flip recorded in ``links``, as for any game
+    without evidence).
+
+    Why (issue 31.3): ``decide``'s other evidence is the two accumulated averages, and the
+    anchor's holds its seeding *mean*, which on an integer rubric is off the lattice, so it is
+    almost never equal to an explorer's: the anchor's tied games were decided as if by evidence
+    and never pooled, while explorer-vs-explorer ties on the lattice coin-flip and share a rank.
+    Here the anchor's tied game goes by evidence of the same kind an explorer pair has — one
+    match between the two — or to the coin and the pool."""
+    m = next((r for r in seeding_results if {r.i, r.j} == {x, y}), None)
+    return m.winner if m is not None else None
+
+
+def place_anchor_by_head_to_head(
+    rank: np.ndarray, depth: np.ndarray, anchor: int, seeding_results: list
+) -> np.ndarray:
+    """``rank`` with the anchor re-placed inside its elimination tier by its seeding games against
+    its tier-mates (``anchor_seed=h2h_tier``): below the W mates that beat it, level with the T
+    whose game was tied or failed (half of them above it: a shared rank where that is one
+    player), above the rest; the mates keep their order. Other tiers are unchanged.
+
+    Why (issue 31.3): with ``h2h`` alone the anchor's tier key is still its seeding mean plus
+    bracket scores, off the lattice of the explorers' keys; this compares it with each tier-mate
+    by the same kind of evidence as ``head_to_head`` — their own game."""
+    rank = np.asarray(rank, dtype=float).copy()
+    if not np.isfinite(rank[anchor]):
+        return rank
+    tier = (depth == depth[anchor]) & np.isfinite(rank)
+    mates = [j for j in range(len(rank)) if j != anchor and tier[j]]
+    if not mates:
+        return rank
+    games = [r for r in seeding_results if anchor in (r.i, r.j)]
+    beat = {r.winner for r in games if r.winner not in (None, anchor)}
+    lost_to = sum(1 for j in mates if j in beat)
+    won = {r.i if r.j == anchor else r.j for r in games if r.winner == anchor}
+    level = sum(1 for j in mates if j not in beat and j not in won)
+    members = [*mates, anchor]
+    base = float(np.sum(np.isfinite(rank) & (depth > depth[anchor])))
+    q = ranks_from_keys(-rank[mates])  # the mates' order among themselves, best first
+    pos = lost_to + level / 2  # the anchor's slot among them
+    rank[members] = base + ranks_from_keys(np.append(-q, -(pos - 0.5)))
+    return rank
 
 
 def pool_ranks(rank: np.ndarray, links: list[tuple[int, int]]) -> np.ndarray:

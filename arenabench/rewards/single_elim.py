@@ -13,6 +13,7 @@ from arenabench.rewards.brackets import (
     anchor_phase,
     neutral_seeding,
     one_match_seeding,
+    place_anchor_by_head_to_head,
     pool_ranks,
     seed_order,
     single_elimination,
@@ -52,7 +53,13 @@ class SeededSingleElim(Constructor):
     from it by what separated them in their own game, so the anchor-vs-explorer order always
     agrees with their game and is symmetric on any grid; it costs 0.020–0.037 τ on the simulated
     judges (an explorer's value carries the anchor's noise) and is measured, not recommended
-    (``results/anchor_bias/``).
+    (``results/anchor_bias/``). ``"h2h"``: seeded as ``mean``, but a tied or failed bracket game
+    between the anchor and an explorer goes by their own seeding game (``brackets.head_to_head``;
+    tied there too: a coin flip, pooled), since under ``mean`` the anchor's off-lattice average
+    almost never equals an explorer's and its tied games escape the no-information pooling.
+    ``"h2h_tier"``: ``h2h`` plus the anchor placed inside its tier by its seeding games against
+    its tier-mates (``brackets.place_anchor_by_head_to_head``). Both measured, neither
+    recommended: biased on the integer judge at N = 8 (z +4.0, +5.5).
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
@@ -85,12 +92,16 @@ class SeededSingleElim(Constructor):
         elif self.anchor_seed == "neutral":
             seed_score = neutral_seeding(seed_score, history, group.anchor)
         seeds = seed_order(seed_score, rng)
-        seeding = Seeding(seed_score, len(history))
+        h2h = group.anchor if self.anchor_seed.startswith("h2h") else None
+        seeding = Seeding(seed_score, len(history), h2h)
         flags: Counter[str] = Counter({"failed_seeding": seed_failed} if seed_failed else {})
         links: list[tuple[int, int]] = []  # coin-flip games: they separate no one
         # depth: the round in which a player lost; the champion gets rounds + 1
         depth, _ = yield from single_elimination(self, seeds, history, flags, rng, links, seeding)
-        rank = pool_ranks(ranks_from_keys(depth, tier_scores(n, history, seeding)), links)
+        rank = ranks_from_keys(depth, tier_scores(n, history, seeding))
+        if self.anchor_seed == "h2h_tier":
+            rank = place_anchor_by_head_to_head(rank, depth, group.anchor, history[: seeding.matches])
+        rank = pool_ranks(rank, links)
         return Outcome(
             rank=rank,
             flags=[f"{k}:{v}" for k, v in flags.items()],

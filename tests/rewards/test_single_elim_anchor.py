@@ -69,8 +69,8 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     paper's rule z = +0.17 / −0.72 (calibrated), −0.41 / −3.56 (integer, N = 16 a strict xfail:
     it fails loudly if fixed); ``anchor_seed=match`` z = +1.45 / +0.61 (calibrated), −0.97 /
     +0.14 (integer; re-measured for issue 31.3, ``results/anchor_bias/``); double elimination
-    (N = 8) z = +0.35, +1.53. ``anchor_seed=neutral`` is not here: it is biased (integer N = 8
-    z = +3.6), measured in ``results/anchor_bias/``."""
+    (N = 8) z = +0.35, +1.53. ``anchor_seed=neutral``, ``h2h`` and ``h2h_tier`` are not here: they
+    are biased (integer N = 8 z = +3.6, +4.0, +5.5), measured in ``results/anchor_bias/``."""
     engine = Engine(judges.get(preset, seed=4), seed=0)
     groups = equal_quality_groups(GROUPS, n)
     adv0 = []
@@ -175,3 +175,69 @@ def test_neutral_with_an_anchor_whose_every_seeding_match_failed_keeps_nan():
     ]
     score = np.full(3, math.nan)
     assert np.isnan(neutral_seeding(score, results, a)).all()
+
+
+def test_h2h_settles_the_anchors_tied_game_by_their_seeding_game_and_pools_a_tied_one():
+    """``anchor_seed=h2h`` (``brackets.head_to_head``): a tied bracket game between the anchor (0)
+    and an explorer goes to the winner of their seeding game, even against the accumulated
+    averages (``decide``'s evidence otherwise); a seeding game that was tied or failed too leaves
+    a coin flip recorded in ``links``; a tie between two explorers is decided as before."""
+    from collections import Counter
+
+    from arenabench.rewards.brackets import decide
+
+    a = 0
+    seeding_results = [
+        MatchResult(1, a, 15.0, 14.0),  # 1 beat the anchor
+        MatchResult(a, 2, 17.0, 16.0),  # the anchor beat 2
+        MatchResult(3, a, 16.0, 16.0),  # a tie
+        MatchResult(4, a, math.nan, math.nan, failed=True),
+    ]
+    score = np.array([16.0, 15, 16, 16, math.nan])  # anchor_phase's: the anchor's mean 47 / 3 -> say 16
+    h2h, by_mean = Seeding(score, 4, head_to_head=a), Seeding(score, 4)
+    for x, y, want in [(a, 1, 1), (2, a, a)]:
+        hist = [*seeding_results, MatchResult(x, y, 20.0, 20.0)]
+        flags, links = Counter(), []
+        assert decide(hist[-1], x, y, hist, flags, np.random.default_rng(0), links, h2h)[0] == want
+        assert flags["head_to_head_tiebreak"] == 1 and not links
+    # under mean the accumulated averages decide: the anchor (16, 20 -> 18) over 1 (15, 20 -> 17.5)
+    hist = [*seeding_results, MatchResult(a, 1, 20.0, 20.0)]
+    assert decide(hist[-1], a, 1, hist, Counter(), np.random.default_rng(0), [], by_mean)[0] == a
+    for x in (3, 4):  # tied and failed seeding games: a coin, both sides seen, always linked
+        winners = set()
+        for seed in range(20):
+            hist = [*seeding_results, MatchResult(a, x, 20.0, 20.0)]
+            flags, links = Counter(), []
+            winners.add(decide(hist[-1], a, x, hist, flags, np.random.default_rng(seed), links, h2h)[0])
+            assert links == [(a, x)] and flags["coin_flip"] == 1
+        assert winners == {a, x}
+    hist = [*seeding_results, MatchResult(1, 2, 20.0, 20.0)]  # explorers: averages 17.5 vs 18
+    flags = Counter()
+    assert decide(hist[-1], 1, 2, hist, flags, np.random.default_rng(0), [], h2h)[0] == 2
+    assert flags["evidence_tiebreak"] == 1
+
+
+def test_h2h_tier_places_the_anchor_among_its_tier_mates_by_their_seeding_games():
+    """``place_anchor_by_head_to_head`` (``anchor_seed=h2h_tier``): tier depth 1 holds the anchor
+    (ranked first there) and mates 1–4, kept in their order 1, 2, 3, 4; 1 beat the anchor in
+    seeding, 2 tied it, 3 and 4 lost: the anchor goes below 1 and level with 2 (slot 1.5 among
+    the mates: ranks 2.5 shared), above 3 and 4. Player 5 (a deeper tier) keeps rank 0; a tier
+    without mates and an unranked anchor are unchanged."""
+    from arenabench.rewards.brackets import place_anchor_by_head_to_head
+
+    a = 0
+    seeding = [
+        MatchResult(1, a, 3.0, 2.0),
+        MatchResult(2, a, 2.0, 2.0),
+        MatchResult(a, 3, 2.0, 1.0),
+        MatchResult(4, a, 1.0, 2.0),
+        MatchResult(5, a, 5.0, 2.0),
+    ]
+    depth = np.array([1.0, 1, 1, 1, 1, 2])
+    rank = np.array([1.0, 2, 3, 4, 5, 0])
+    out = place_anchor_by_head_to_head(rank, depth, a, seeding)
+    assert out.tolist() == [2.5, 1.0, 2.5, 4.0, 5.0, 0.0] and out.sum() == rank.sum()
+    alone = np.array([1.0, 2, 2, 2, 2, 0])
+    assert place_anchor_by_head_to_head(rank, alone, a, seeding).tolist() == rank.tolist()
+    unranked = np.array([math.nan, 1, 2, 3, 4, 0])
+    assert np.array_equal(place_anchor_by_head_to_head(unranked, depth, a, seeding), unranked, equal_nan=True)
