@@ -67,17 +67,21 @@ def test_a_killed_trl_run_is_failed_by_the_next_launch_and_a_terminated_one_is_k
     os.killpg(first.pid, signal.SIGKILL)  # preempted without warning: nobody can close the run
     first.wait(60)
     client = MlflowClient(uri)
-    assert client.get_run(dead).info.status == "RUNNING"
+    assert client.get_run(dead).info.status == "RUNNING", log1.read_text()[-3000:]
 
     second, log2 = _start(tmp_path, "second", uri)
     live = _training(uri, second, log2)
-    assert client.get_run(dead).info.status == "FAILED"  # closed by the relaunch of the same job
-    assert "died without closing the run" in client.get_run(dead).data.tags["failed_reason"]
+    closed = client.get_run(dead)  # closed by the relaunch of the same job
+    context = f"{closed.info.status} {closed.data.tags}\n{log2.read_text()[-3000:]}"
+    assert closed.info.status == "FAILED", context
+    assert "died without closing the run" in closed.data.tags.get("failed_reason", ""), context
     os.kill(second.pid, signal.SIGTERM)  # a scheduler's polite stop
     rc = second.wait(120)
     assert rc == 128 + signal.SIGTERM, log2.read_text()[-3000:]
     run = client.get_run(live)
-    assert run.info.status == "KILLED" and run.info.end_time is not None
+    assert run.info.status == "KILLED" and run.info.end_time is not None, (
+        f"{run.info.status}\n{log2.read_text()[-3000:]}"
+    )
     assert (run.data.tags["trainer"], run.data.tags["job_key"]) == (
         "trl",
         client.get_run(dead).data.tags["job_key"],
