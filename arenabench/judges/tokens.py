@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from arenabench.judges.prompts import request_messages
+from arenabench.judges.prompts import render_trajectory, request_messages
 from arenabench.registry import unknown_message
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, Trajectory
 
@@ -113,8 +113,6 @@ class PromptTokens:
     def prefill_batch(self, requests) -> list[tuple[int, int] | None]:
         """(prompt tokens, of which the ideal prefix cache serves) per request, in order; None
         for a request the LLM judges fail before sending (a rubric's missing reference)."""
-        from arenabench.judges.prompts import render_trajectory
-
         rendered: dict[int, str] = {}  # id(trajectory) -> its judge-visible text (alive in the batch)
         for req in requests:
             for t in (req.a, req.b):
@@ -156,8 +154,6 @@ class PromptTokens:
         """``req``'s prompt tokens split where a prefix can stop being shared: (the text before
         trajectory A, A + the text up to B, B, the rest); they sum to its prefill. None when the
         prompt does not split exactly (then only :meth:`prefill`'s total is known)."""
-        from arenabench.judges.prompts import render_trajectory
-
         frame = self._frame(req)
         ta, tb = (render_trajectory(t, self.mask_tool_outputs) for t in (req.a, req.b))
         if frame is None or not (_hard(ta) and _hard(tb)):
