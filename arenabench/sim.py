@@ -78,6 +78,25 @@ def simulate_groups(
     return groups
 
 
+def equal_quality_groups(k: int, n: int, seed: int = 11) -> list[Group]:
+    """``k`` groups of ``n`` distinct rollouts of one true quality each (μ_g ~ N(QUALITY_MEAN,
+    PROMPT_SPREAD) across groups), all of length 500, the greedy anchor at index 0: nothing but
+    judge noise — and, on an integer grid, ties — separates them. The fixture of the
+    no-information tests and of the anchor-bias study (``experiments/anchor_bias.py``), one
+    builder so the study measures on the tests' groups."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for g in range(k):
+        q = np.full(n, QUALITY_MEAN + PROMPT_SPREAD * rng.standard_normal())
+        prompt = f"eq{g}"
+        trajs = tuple(
+            Trajectory(f"{prompt}-{i}", f"{prompt} rollout {i}", 500, {"quality": float(q[i])})
+            for i in range(n)
+        )
+        out.append(Group(prompt, trajs, anchor=0, meta={"prompt_quality": float(q.mean()), "answer": "42"}))
+    return out
+
+
 def qualities(group: Group) -> np.ndarray:
     return np.array([t.meta["quality"] for t in group.trajectories], dtype=float)
 

@@ -5,7 +5,7 @@ Two measurements, for every rule in ``--rules`` (``seeded_single_elim:anchor_see
 
 * **bias**: the anchor's mean advantage over ``--groups`` equal-quality groups per (N, judge), ± its
   standard error and z (the groups, judge and engine seeds of ``tests/rewards/test_single_elim_anchor.py``:
-  groups 11, judge 4, engine 0, chunks of 500);
+  groups 11 of ``sim.equal_quality_groups``, judge 4, engine 0, chunks of 500);
 * **fidelity**: Kendall τ-b (and the advantage–oracle r) against true quality on the fidelity
   study's groups (``sim.simulate_groups``, ``--fidelity-groups`` per N, seed 0, chunks of 64, as
   ``experiments/fidelity_study.py``), each rule paired with ``--base`` over the same groups: the
@@ -30,25 +30,10 @@ import pandas as pd
 
 from arenabench import Engine, judges, rewards
 from arenabench.fidelity import evaluate
-from arenabench.sim import simulate_groups
+from arenabench.sim import equal_quality_groups, simulate_groups
 from arenabench.stats import paired_t, t_interval
-from arenabench.types import Group, Trajectory
 
 CHUNK = 500
-
-
-def equal_quality_groups(k: int, n: int, seed: int = 11) -> list[Group]:
-    """k groups of n rollouts of one true quality each (quality 1.7 ± 0.3 across groups), the
-    anchor at index 0 — ``tests/rewards/test_single_elim_anchor.equal_quality_groups``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for g in range(k):
-        q, prompt = float(1.7 + 0.3 * rng.standard_normal()), f"eq{g}"
-        trajs = tuple(
-            Trajectory(f"{prompt}-{i}", f"{prompt} rollout {i}", 500, {"quality": q}) for i in range(n)
-        )
-        out.append(Group(prompt, trajs, anchor=0, meta={"prompt_quality": q, "answer": "42"}))
-    return out
 
 
 def spec(rule: str) -> str:

@@ -6,7 +6,10 @@ import sys
 
 import numpy as np
 import pandas as pd
+from conftest import make_group
 from helpers import ROOT
+
+from arenabench import sim
 
 spec = importlib.util.spec_from_file_location("anchor_bias", ROOT / "experiments" / "anchor_bias.py")
 ab = importlib.util.module_from_spec(spec)
@@ -14,15 +17,22 @@ spec.loader.exec_module(ab)
 
 
 def test_the_script_measures_on_the_slow_tests_groups():
+    """One builder (``sim.equal_quality_groups``) for the script and the slow test, and it gives
+    the groups the published numbers were measured on (``make_group`` per prompt, as before)."""
     sys.path.insert(0, str(ROOT / "tests" / "rewards"))
-    from test_single_elim_anchor import equal_quality_groups
+    import test_single_elim_anchor as slow
 
-    for mine, theirs in zip(ab.equal_quality_groups(5, 8), equal_quality_groups(5, 8), strict=True):
+    assert ab.equal_quality_groups is slow.equal_quality_groups is sim.equal_quality_groups
+    rng = np.random.default_rng(11)
+    before = [
+        make_group([1.7 + 0.3 * rng.standard_normal()] * 8, anchor=0, prompt=f"eq{g}") for g in range(5)
+    ]
+    for mine, theirs in zip(sim.equal_quality_groups(5, 8), before, strict=True):
         assert mine.prompt == theirs.prompt and mine.anchor == theirs.anchor == 0
         assert [(t.id, t.text, t.length, t.meta) for t in mine.trajectories] == [
             (t.id, t.text, t.length, t.meta) for t in theirs.trajectories
         ]
-        assert np.isclose(mine.meta["prompt_quality"], theirs.meta["prompt_quality"])
+        assert mine.meta == theirs.meta
 
 
 def test_a_small_run_writes_every_cell(tmp_path, monkeypatch):

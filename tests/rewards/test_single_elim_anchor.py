@@ -25,6 +25,7 @@ from conftest import make_group
 
 from arenabench import Engine, judges, rewards
 from arenabench.rewards.brackets import Seeding, neutral_seeding, one_match_seeding, seed_order, tier_scores
+from arenabench.sim import equal_quality_groups
 from arenabench.types import MatchResult
 
 GROUPS = 4000
@@ -38,12 +39,6 @@ OPEN = pytest.mark.xfail(
     "anchor_seed=match removes it",
 )
 MATCH = "seeded_single_elim:anchor_seed=match"
-
-
-def equal_quality_groups(k: int, n: int, seed: int = 11):
-    """As ``test_ties.equal_quality_groups``: k groups of n rollouts of one true quality each."""
-    rng = np.random.default_rng(seed)
-    return [make_group([1.7 + 0.3 * rng.standard_normal()] * n, anchor=0, prompt=f"eq{g}") for g in range(k)]
 
 
 @pytest.mark.slow

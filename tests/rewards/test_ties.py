@@ -23,7 +23,7 @@ import pytest
 from conftest import make_group
 from helpers import Scripted
 
-from arenabench import Engine, Group, Trajectory, judges, rewards
+from arenabench import Engine, Group, Trajectory, judges, rewards, sim
 from arenabench.advantages import standardize
 from arenabench.types import PairRequest
 
@@ -82,10 +82,8 @@ JUDGE_SEED = 4
 
 
 def equal_quality_groups(k: int = EQUAL_GROUPS, n: int = EQUAL_N, seed: int = 11) -> list[Group]:
-    """k groups of n distinct rollouts of the same true quality (varying across prompts) and the
-    same length: nothing but judge noise — and, on an integer grid, ties — separates them."""
-    rng = np.random.default_rng(seed)
-    return [make_group([1.7 + 0.3 * rng.standard_normal()] * n, anchor=0, prompt=f"eq{g}") for g in range(k)]
+    """``sim.equal_quality_groups`` at this module's sizes."""
+    return sim.equal_quality_groups(k, n, seed)
 
 
 @pytest.mark.parametrize("preset", ["calibrated", "integer"])
