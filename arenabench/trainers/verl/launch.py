@@ -46,7 +46,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -340,7 +339,6 @@ def worker_env(cfg: DictConfig, extra: dict[str, str]) -> dict[str, str]:
 
 def verl_validate(cfg: DictConfig) -> str | None:
     """verl's own ``validate_config`` (what ``main_ppo`` runs first); the error text, or None."""
-    import contextlib
     import io
 
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -380,8 +378,6 @@ def _children() -> list:
 def _wait_for(procs: list, timeout_s: float) -> None:
     """Wait (bounded) until ``procs`` are gone: Ray's workers exit once ``ray.shutdown`` took the
     raylet down, and one of them may still end the MLflow run on its way out."""
-    import contextlib
-
     import psutil
 
     with contextlib.suppress(psutil.Error):
@@ -480,7 +476,7 @@ class RayStartError(RuntimeError):
     """``ray.init`` failed; the processes it had started are stopped (:func:`ray_start_cleanup`)."""
 
 
-@contextmanager
+@contextlib.contextmanager
 def ray_start_cleanup(grace_s: float = 5.0):
     """While verl runs: when ``ray.init`` raises, stop the Ray processes it had started and raise
     :class:`RayStartError` naming Ray's own error and the raylet's or GCS's last fatal log line.
@@ -665,10 +661,8 @@ def _close(tracker, status: str, t0: float, error: BaseException | None = None) 
     cluster = _children()  # before the shutdown orphans the workers
     if tracker is not None and status != "FINISHED":
         try:
-            if isinstance(error, RayStartError):
-                from arenabench.tracking.params import TAG_VALUE_LIMIT, truncate
-
-                tracker.set_tags({"failed_reason": truncate(str(error), TAG_VALUE_LIMIT)})
+            if isinstance(error, RayStartError):  # set_tags truncates to MLflow's limit
+                tracker.set_tags({"failed_reason": str(error)})
             tracker.mark(status)
         except Exception as exc:  # the final finish() below tries again; the cleanup goes on
             print(f"arenabench-verl: could not mark the run {status} yet: {exc!r}", file=sys.stderr)
