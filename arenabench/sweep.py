@@ -11,6 +11,13 @@ sweep pays around each job matters, and 50-100 jobs must tell their user how far
   ``.hydra/`` config files and ``<job>.log``. The console gets one line per finished job: job k of
   n, elapsed, ETA, its overrides and a summary (primary metric, judge calls, time), and on a
   terminal a live progress bar. ``<sweep dir>/jobs.tsv`` records every job's times.
+- **Seeds stacked.** Jobs that differ only in their ``seed=`` override train together in one
+  worker as one stacked batch (``trainers/local/trainer.py train_seeds``: the torch work of S
+  seeds costs ~0.55× of S separate runs), up to ``batch_seeds`` per batch (``hydra.launcher.
+  batch_seeds``; 1 = off) and no more than keeps every worker busy. Each job still is its own
+  hydra job (``.hydra/`` dumps, job dir, console.log) and its own MLflow run, with the numbers it
+  gets alone: a seed's run does not depend on its batch-mates (tested bit for bit), so a resumed
+  sweep that batches the unfinished seeds differently reproduces them exactly.
 - **Hydra's semantics unchanged.** The sweeper still expands the overrides; each job is
   ``hydra.core.utils.run_job`` exactly as joblib's launcher calls it (the same ``.hydra`` dumps,
   job numbers and output dirs), so every job is still one MLflow run with the same params,
@@ -93,6 +100,124 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
     return ret, info
 
 
+class _Tee:
+    """A text stream writing to several files (a stacked batch's output goes to each job's log)."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def write(self, text: str) -> int:
+        for f in self.files:
+            f.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
+
+
+def _seed_free(overrides: Sequence[str]) -> tuple[str, ...] | None:
+    """A job's overrides without its seed (the batch key); None when it sets no seed."""
+    rest = tuple(o for o in overrides if o.partition("=")[0].lstrip("+~") != "seed")
+    return rest if len(rest) < len(overrides) else None
+
+
+def bundles(job_overrides: Sequence[Sequence[str]], size: int, workers: int) -> list[list[int]]:
+    """Job indices in stacked batches: jobs equal but for ``seed=``, at most ``size`` per batch
+    and at most ⌈jobs / workers⌉ so no worker idles, split into near-equal contiguous parts."""
+    n = len(job_overrides)
+    cap = max(1, min(size, math.ceil(n / max(workers, 1)))) if n else 1
+    groups: dict[object, list[int]] = {}
+    for i, ov in enumerate(job_overrides):
+        key = _seed_free(ov)
+        groups.setdefault(("alone", i) if key is None or cap == 1 else key, []).append(i)
+    out = []
+    for idx in groups.values():
+        parts = math.ceil(len(idx) / cap)
+        q, r = divmod(len(idx), parts)
+        start = 0
+        for k in range(parts):
+            end = start + q + (k < r)
+            out.append(idx[start:end])
+            start = end
+    return sorted(out)
+
+
+def execute_bundle(idxs, overrides, hydra_context, config, singleton_state) -> list[tuple[Any, dict]]:
+    """Jobs that differ only in seed, in a worker as one stacked batch: each is prepared as its
+    own hydra job (``run_job`` with :func:`arenabench.train.prepare_job`: job dir, ``.hydra``
+    dumps, validation, skip check), then the prepared ones train together
+    (:func:`arenabench.train.run_jobs`). Returns a (``JobReturn``, info) per job, as
+    :func:`execute_job` does."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobStatus, configure_log, run_job, setup_globals
+    from omegaconf import OmegaConf, open_dict
+
+    from arenabench.train import prepare_job, run_jobs
+
+    started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    rets, dirs = [], []
+    for idx, ov in zip(idxs, overrides, strict=True):
+        sweep_config = hydra_context.config_loader.load_sweep_config(config, list(ov))
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
+            sweep_config.hydra.job.num = idx
+        HydraConfig.instance().set_config(sweep_config)
+        job_dir = Path(str(OmegaConf.select(sweep_config, "hydra.sweep.dir"))) / str(
+            OmegaConf.select(sweep_config, "hydra.sweep.subdir")
+        )
+        job_dir.mkdir(parents=True, exist_ok=True)
+        with (
+            open(job_dir / "console.log", "a", encoding="utf-8") as out,
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(out),
+        ):
+            rets.append(
+                run_job(
+                    hydra_context=hydra_context,
+                    config=sweep_config,
+                    task_function=prepare_job,
+                    job_dir_key="hydra.sweep.dir",
+                    job_subdir_key="hydra.sweep.subdir",
+                )
+            )
+        dirs.append(job_dir)
+    ready = [k for k, r in enumerate(rets) if r.status == JobStatus.COMPLETED]
+    jobs = [rets[k]._return_value for k in ready]
+    finals: list = []
+    error: Exception | None = None
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(open(dirs[k] / "console.log", "a", encoding="utf-8")) for k in ready]
+        tee = _Tee(logs)
+        with contextlib.redirect_stdout(tee), contextlib.redirect_stderr(tee):
+            # hydra's job logging wrote to the last prepared job's (now closed) console.log
+            configure_log(sweep_config.hydra.job_logging, sweep_config.hydra.verbose)
+            try:
+                finals = run_jobs(jobs)
+            except Exception as exc:  # every run of the batch is FAILED (run_jobs closed them so)
+                import traceback
+
+                traceback.print_exc()
+                error = exc
+    for k, job in zip(ready, jobs, strict=True):
+        if error is not None:
+            rets[k].status, rets[k].return_value = JobStatus.FAILED, error
+            continue
+        final = finals.pop(0)
+        rets[k].return_value = final.get("eval_win_rate", float("nan"))
+        rets[k].info = {"final": {**final, "steps": job.run.steps}, "skipped": job.skipped is not None}
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    out = []
+    for r, d in zip(rets, dirs, strict=True):
+        info = {"started": started, "wall_s": wall, "cpu_s": cpu / len(rets), "pid": os.getpid()}
+        info |= {"dir": str(d), "batch": len(rets), **getattr(r, "info", {})}
+        out.append((r, info))
+    return out
+
+
 def _clock(s: float) -> str:
     if not math.isfinite(s):
         return "--:--"
@@ -121,8 +246,21 @@ def job_line(
         parts.append(f"{final['judge_calls'] / final['steps']:.0f} judge calls/step")
     if info.get("skipped"):
         parts.insert(0, "skipped: identical run already FINISHED")
-    parts.append(f"{info['wall_s']:.1f} s")
+    batch = info.get("batch", 1)
+    parts.append(f"{info['wall_s']:.1f} s" + (f" (stacked batch of {batch} seeds)" if batch > 1 else ""))
     return f"{head}{what} | " + ", ".join(parts)
+
+
+def _stackable(task_function) -> bool:
+    """Only arenabench's own task (``arenabench.train.main``) knows how to train jobs as a batch."""
+    import inspect
+
+    try:
+        src = inspect.getsourcefile(task_function) or ""
+    except TypeError:
+        return False
+    named_main = getattr(task_function, "__name__", "") == "main"
+    return named_main and Path(src).parts[-2:] == ("arenabench", "train.py")
 
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
@@ -152,12 +290,21 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     state = Singleton.get_state()
     t0 = time.perf_counter()
     executor = get_reusable_executor(max_workers=workers, initializer=warm, reuse=False)
-    futures = {
-        executor.submit(
-            execute_job, initial_job_idx + i, ov, launcher.hydra_context, cfg, launcher.task_function, state
-        ): i
-        for i, ov in enumerate(job_overrides)
-    }
+    size = launcher.batch_seeds if _stackable(launcher.task_function) else 1
+    futures = {}
+    for part in bundles(job_overrides, size, workers):
+        if len(part) == 1:
+            i = part[0]
+            fut = executor.submit(
+                execute_job, initial_job_idx + i, job_overrides[i], launcher.hydra_context, cfg,
+                launcher.task_function, state,
+            )  # fmt: skip
+        else:
+            fut = executor.submit(
+                execute_bundle, [initial_job_idx + i for i in part], [job_overrides[i] for i in part],
+                launcher.hydra_context, cfg, state,
+            )  # fmt: skip
+        futures[fut] = part
     bar = None
     if live:
         from tqdm.auto import tqdm
@@ -166,30 +313,34 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     results: list[Any] = [None] * n
     rows = []
     first = math.inf  # when the first job started (wall clock): the ETA ignores worker start-up
-    for k, fut in enumerate(as_completed(futures), 1):
-        i = futures[fut]
-        ret, info = fut.result()
-        results[i] = ret
-        varying = [o for o in job_overrides[i] if o not in common]
-        first = min(first, info["started"])
-        running = time.time() - first
-        line = job_line(k, n, time.perf_counter() - t0, varying, ret, info, running)
-        if bar is not None:
-            bar.write(line)
-            bar.update(1)
-        else:
-            say(line, flush=True)
-        final = info.get("final") or {}
-        steps, sps = final.get("steps"), final.get("steps_per_s")
-        loop_s = steps / sps if steps and sps else math.nan
-        rows.append(
-            [str(initial_job_idx + i), " ".join(filter_overrides(job_overrides[i])), ret.status.name]
-            + [f"{info['wall_s']:.3f}", f"{info['cpu_s']:.3f}", f"{loop_s:.3f}", str(info["pid"])]
-        )
+    k = 0
+    for fut in as_completed(futures):
+        done = fut.result()
+        for i, (ret, info) in zip(futures[fut], done if isinstance(done, list) else [done], strict=True):
+            k += 1
+            results[i] = ret
+            varying = [o for o in job_overrides[i] if o not in common]
+            first = min(first, info["started"])
+            running = time.time() - first
+            line = job_line(k, n, time.perf_counter() - t0, varying, ret, info, running)
+            if bar is not None:
+                bar.write(line)
+                bar.update(1)
+            else:
+                say(line, flush=True)
+            final = info.get("final") or {}
+            steps, sps = final.get("steps"), final.get("steps_per_s")
+            loop_s = steps / sps if steps and sps else math.nan
+            rows.append(
+                [str(initial_job_idx + i), " ".join(filter_overrides(job_overrides[i])), ret.status.name]
+                + [f"{info['wall_s']:.3f}", f"{info['cpu_s']:.3f}", f"{loop_s:.3f}", str(info["pid"])]
+                + [str(info.get("batch", 1))]
+            )
     if bar is not None:
         bar.close()
     total = time.perf_counter() - t0
-    head = "job\toverrides\tstatus\twall_s\tcpu_s\ttrain_loop_s\tworker_pid"
+    # a stacked batch's jobs share its wall time and split its CPU evenly (batch: its size)
+    head = "job\toverrides\tstatus\twall_s\tcpu_s\ttrain_loop_s\tworker_pid\tbatch"
     rows.sort(key=lambda r: int(r[0]))
     (sweep_dir / "jobs.tsv").write_text(head + "\n" + "\n".join("\t".join(r) for r in rows) + "\n")
     say(

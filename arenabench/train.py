@@ -15,10 +15,12 @@ judgment cache without paying a judge call.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,56 +124,101 @@ def curves_figure(history, title: str = "", panels=RUN_PANELS):
     return fig
 
 
-def run_job(cfg: DictConfig) -> dict[str, float]:
-    # LAST_JOB: what the sweep launcher's one-line summary shows (this module may be __main__)
-    from arenabench.sweep import LAST_JOB
+@dataclass
+class Job:
+    """One hydra job made ready to train (:func:`prepare_job`): its validated config, its MLflow
+    identity and tags, or the metrics of the identical FINISHED run that makes it a skip."""
+
+    cfg: DictConfig
+    resolved: dict
+    run: Any  # RunConfig
+    tags: dict[str, str] | None = None  # None: tracking off
+    identity: str | None = None
+    skipped: dict[str, float] | None = None
+
+
+def prepare_job(cfg: DictConfig) -> Job:
+    """Everything a job does before it trains, under its own hydra config (``job_tags`` reads
+    it): validate, name it, and skip it if its identical run already FINISHED."""
     from arenabench.trainers.local.config import validate_run
-    from arenabench.trainers.local.trainer import train
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
     run = validate_run(resolved)  # every bad value fails here, before an MLflow run opens
-    progress = run.progress
     if not run.tracking.enabled:
-        final = train(resolved, progress=progress)
-        LAST_JOB.update(final={**final, "steps": run.steps})
-        return final
+        return Job(cfg, resolved, run)
 
-    from arenabench.tracking import IDENTITY_TAG, Tracker, finished_run, flatten
+    from arenabench.tracking import IDENTITY_TAG, finished_run
 
     tags = job_tags(cfg)
     identity = tags.pop(IDENTITY_TAG)
-    experiment = run.tracking.experiment
+    job = Job(cfg, resolved, run, tags, identity)
     if run.tracking.skip_finished:
-        done = finished_run(experiment, identity, uri=run.tracking.uri)
+        done = finished_run(run.tracking.experiment, identity, uri=run.tracking.uri)
         if done is not None:
             log.warning(
                 "skipping %r: identical run %s (job_key %s) already FINISHED in experiment %r",
                 tags["overrides"],
                 done.info.run_id,
                 identity,
-                experiment,
+                run.tracking.experiment,
             )
-            LAST_JOB.update(skipped=True, final={**done.data.metrics, "steps": run.steps})
-            return dict(done.data.metrics)
-    run_name = f"{tags['setting']} seed={run.seed}"
-    with Tracker(
-        experiment,
-        run_name=run_name,
-        params=flatten(resolved),
-        tags=tags,
-        uri=run.tracking.uri,
-        flush_every=run.tracking.flush_every,
-        identity=identity,
-        create=run.tracking.create,
-    ) as tracker:
-        if tracker.stale_failed:
-            log.warning("closed as FAILED the runs of dead processes: %s", ", ".join(tracker.stale_failed))
-        tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
-        rec = _Recorder(tracker)
-        final = train(resolved, tracker=rec, progress=progress)
-        tracker.log_dict(final, "final_metrics.json")
-        tracker.log_figure(curves_figure(rec.history, title=f"{experiment}: {run_name}"), "curves.png")
-    LAST_JOB.update(final={**final, "steps": run.steps})
+            job.skipped = dict(done.data.metrics)
+    return job
+
+
+def run_jobs(jobs: list[Job]) -> list[dict[str, float]]:
+    """Train the jobs that are not skips as one stacked batch (``train_seeds``: they must differ
+    only in seed), each into its own MLflow run; return every job's final metrics in order. A
+    job's numbers are those it gets alone (trainers/local/stacked.py). If training raises, every
+    run of the batch closes FAILED and the error propagates."""
+    from arenabench.trainers.local.trainer import train_seeds
+
+    todo = [j for j in jobs if j.skipped is None]
+    finals: list[dict[str, float]] = []
+    if todo and todo[0].tags is None:  # tracking off (the whole batch: it differs only in seed)
+        finals = train_seeds([j.resolved for j in todo], progress=todo[0].run.progress)
+    elif todo:
+        from arenabench.tracking import Tracker, flatten
+
+        with contextlib.ExitStack() as stack:
+            recs = []
+            for j in todo:
+                run_name = f"{j.tags['setting']} seed={j.run.seed}"
+                tracker = stack.enter_context(
+                    Tracker(
+                        j.run.tracking.experiment,
+                        run_name=run_name,
+                        params=flatten(j.resolved),
+                        tags=j.tags,
+                        uri=j.run.tracking.uri,
+                        flush_every=j.run.tracking.flush_every,
+                        identity=j.identity,
+                        create=j.run.tracking.create,
+                    )
+                )
+                if tracker.stale_failed:
+                    log.warning(
+                        "closed as FAILED the runs of dead processes: %s", ", ".join(tracker.stale_failed)
+                    )
+                tracker.log_text(OmegaConf.to_yaml(j.cfg, resolve=True), "config.yaml")
+                recs.append(_Recorder(tracker))
+            finals = train_seeds([j.resolved for j in todo], recs, progress=todo[0].run.progress)
+            for j, rec, final in zip(todo, recs, finals, strict=True):
+                title = f"{j.run.tracking.experiment}: {j.tags['setting']} seed={j.run.seed}"
+                rec.tracker.log_dict(final, "final_metrics.json")
+                rec.tracker.log_figure(curves_figure(rec.history, title=title), "curves.png")
+    trained = iter(finals)
+    return [j.skipped if j.skipped is not None else next(trained) for j in jobs]
+
+
+def run_job(cfg: DictConfig) -> dict[str, float]:
+    """One job alone (a single run, hydra's basic launcher): :func:`prepare_job` + :func:`run_jobs`."""
+    # LAST_JOB: what the sweep launcher's one-line summary shows (this module may be __main__)
+    from arenabench.sweep import LAST_JOB
+
+    job = prepare_job(cfg)
+    final = run_jobs([job])[0]
+    LAST_JOB.update(final={**final, "steps": job.run.steps}, **({"skipped": True} if job.skipped else {}))
     return final
 
 

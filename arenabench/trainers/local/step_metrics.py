@@ -26,7 +26,7 @@ import torch
 
 from arenabench.advantages import standardize
 from arenabench.metrics import kendall_tau_b, pearson
-from arenabench.trainers.local.policy import TinyLM, response_logits, sample
+from arenabench.trainers.local.policy import TinyLM, response_logits
 from arenabench.types import Group
 
 EXTRA_STEP_METRICS = (
@@ -92,23 +92,29 @@ def step_extras(
 
 
 def sampled_eval(
-    policy: TinyLM,
+    policy,
     task,
     n: int = EVAL_SAMPLES,
     seed: int = EVAL_SEED,
     temperature: float = EVAL_TEMPERATURE,
-    kv_cache: bool = False,
-) -> dict[str, float]:
+) -> dict[str, float] | list[dict[str, float]]:
     """``eval_sampled_quality``: mean true quality of ``n`` samples per prompt at ``temperature``
     on every task prompt, from a fresh generator seeded with ``seed`` (training's generators are
-    untouched)."""
+    untouched). A :class:`~.stacked.StackedLM` gives one dict per seed, every seed sampled with
+    the same draws (as its own fresh generator would give)."""
+    from arenabench.trainers.local import stacked
+
+    single = isinstance(policy, TinyLM)
+    model = stacked.StackedLM.from_models([policy]) if single else policy
     ids = np.repeat(np.arange(task.n_prompts), n)
     prompts = torch.as_tensor(task.prompts[ids])
     gen = torch.Generator().manual_seed(seed)
     temp = torch.full((len(ids),), temperature)
-    resp = sample(policy, prompts, task.response_len, temp, gen, kv_cache).numpy()
-    out = {"eval_sampled_quality": float(task.quality(ids, resp).mean())}
-    if getattr(task, "verifiable", False):
-        out["eval_pass_rate"] = float(task.correct(ids, resp).mean())
-        out["eval_answer_elsewhere"] = float(task.answer_elsewhere(ids, resp).mean())
-    return out
+    out = []
+    for resp in stacked.sample(model, prompts, task.response_len, temp, gen).numpy():
+        res = {"eval_sampled_quality": float(task.quality(ids, resp).mean())}
+        if getattr(task, "verifiable", False):
+            res["eval_pass_rate"] = float(task.correct(ids, resp).mean())
+            res["eval_answer_elsewhere"] = float(task.answer_elsewhere(ids, resp).mean())
+        out.append(res)
+    return out[0] if single else out

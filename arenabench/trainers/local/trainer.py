@@ -12,7 +12,7 @@ import copy
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,16 +24,12 @@ from arenabench.advantages import mask_unreliable
 from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics, pointwise_snr
 from arenabench.engine import build_engine
 from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
+from arenabench.trainers.local import stacked
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.judge_map import map_judge_to_start
-from arenabench.trainers.local.policy import (
-    TinyLM,
-    response_logits,
-    response_logprobs,
-    sample,
-    token_logprobs,
-)
+from arenabench.trainers.local.policy import TinyLM, sample
 from arenabench.trainers.local.sft import load_init
+from arenabench.trainers.local.stacked import StackedLM
 from arenabench.trainers.local.step_metrics import (
     EXTRA_STEP_METRICS,
     logits_entropy,
@@ -113,19 +109,92 @@ class PolicyReference:
         ]
 
 
-def greedy_eval(policy: TinyLM, ref_responses: np.ndarray, task, kv_cache: bool = False) -> dict[str, float]:
+def greedy_eval(policy, ref_responses: np.ndarray, task) -> dict[str, float] | list[dict[str, float]]:
     """The policy's greedy answers on every task prompt vs the reference policy's, by true
     quality: ``eval_win_rate`` (ties ½) — the analogue of the papers' judge win rate, which
-    saturates once the policy is clearly better — and ``eval_quality``, their mean quality."""
+    saturates once the policy is clearly better — and ``eval_quality``, their mean quality.
+    A :class:`StackedLM` (``ref_responses`` [S, prompts, L]) gives one dict per seed."""
+    single = isinstance(policy, TinyLM)
+    model = StackedLM.from_models([policy]) if single else policy
+    ref_responses = ref_responses[None] if single else ref_responses
     ids = np.arange(task.n_prompts)
-    prompts = torch.as_tensor(task.prompts)
     greedy = torch.zeros(len(ids))
-    mine = sample(policy, prompts, task.response_len, greedy, torch.Generator(), kv_cache).numpy()
-    qa, qb = task.quality(ids, mine), task.quality(ids, ref_responses)
-    out = {"eval_win_rate": float(np.mean((qa > qb) + 0.5 * (qa == qb))), "eval_quality": float(qa.mean())}
-    if getattr(task, "verifiable", False):
-        out["eval_greedy_pass_rate"] = float(task.correct(ids, mine).mean())
-    return out
+    mine = stacked.sample(model, torch.as_tensor(task.prompts), task.response_len, greedy, torch.Generator())
+    out = []
+    for s, resp in enumerate(mine.numpy()):
+        qa, qb = task.quality(ids, resp), task.quality(ids, ref_responses[s])
+        res = {
+            "eval_win_rate": float(np.mean((qa > qb) + 0.5 * (qa == qb))),
+            "eval_quality": float(qa.mean()),
+        }
+        if getattr(task, "verifiable", False):
+            res["eval_greedy_pass_rate"] = float(task.correct(ids, resp).mean())
+        out.append(res)
+    return out[0] if single else out
+
+
+class _Seed:
+    """One seed's run inside a stacked batch: everything but the weights is its own (config,
+    random streams, constructor, judge, engine, counters, tracker)."""
+
+    def __init__(self, rc: RunConfig, task, tracker):
+        cfg, tc = rc.to_dict(), rc.trainer
+        self.rc, self.seed, self.tracker = rc, rc.seed, tracker
+        torch.manual_seed(rc.seed)  # the random init (init=random) is drawn from the run's seed
+        self.rng = np.random.default_rng(rc.seed)
+        self.gen = torch.Generator().manual_seed(rc.seed)
+        self.constructor = rewards.build(cfg["reward"])
+        self.policy = TinyLM(
+            task.vocab,
+            task.prompt_len + task.response_len,
+            tc.d_model,
+            tc.n_layer,
+            tc.n_head,
+            tc.tie_head,
+        )
+        # conf/init: random (as built) or the SFT checkpoint; its tags (init_sha256, init_source)
+        # say which start this run's numbers rest on
+        tags = load_init(self.policy, task, cfg["init"])
+        # a fitted judge's latent scale is placed on this start's responses (judge_map.py)
+        jcfg = map_judge_to_start(cfg["judge"], self.policy, task, tc.temperature, True)
+        if jcfg.get("kind") == "ordinal":
+            tags |= {f"judge_{k}": str(jcfg[k]) for k in ("quality_loc", "quality_scale")}
+            log.info("fitted judge mapped: %s", tags)
+        if tracker is not None and hasattr(tracker, "set_tags"):
+            tracker.set_tags(tags)
+        self.judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
+        self.stack = JudgeStack(
+            self.judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])}
+        )
+        self.engine = build_engine(
+            self.stack,
+            seed=rc.seed,
+            max_retries=rc.engine.max_retries,
+            schedule=rc.engine.schedule,
+            max_inflight=rc.engine.max_inflight,
+            max_failed_share=rc.engine.max_failed_share,
+        )
+        self.ref = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        self.constructor.bind_reference(PolicyReference(self.ref, task, tc.temperature, rc.seed, True))
+        self.calls = self.failures = self.retries = 0
+        self.metrics: dict[str, float] = {}
+
+
+def _same_but_seed(rcs: list[RunConfig]) -> None:
+    """A stacked batch trains one setting: every config equal but for ``seed`` (and display)."""
+
+    def key(rc):
+        d = rc.to_dict()
+        return {k: v for k, v in d.items() if k not in ("seed", "progress")}
+
+    first = key(rcs[0])
+    for rc in rcs[1:]:
+        if key(rc) != first:
+            diff = sorted(k for k in first if first[k] != key(rc)[k])
+            raise ValueError(f"train_seeds: runs must differ only in seed; they differ in {', '.join(diff)}")
+    seeds = [rc.seed for rc in rcs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"train_seeds: seeds must be distinct; got {seeds}")
 
 
 def train(
@@ -134,150 +203,167 @@ def train(
     progress: bool = True,
     on_step: Callable[[int, list[Group], Any], None] | None = None,
 ) -> dict[str, float]:
-    """Run ``cfg["steps"]`` steps; log every step's metrics to ``tracker`` (if any); return the
-    last step's metrics plus the final eval. ``on_step(step, groups, engine_output)`` sees each
-    step's groups and per-group results (tests compare rewards across runs with it)."""
-    rc = RunConfig.from_mapping(cfg)  # typed, defaults filled; an unknown key fails here
-    log.info("run config:\n%s", rc.to_yaml())
-    cfg, tc = rc.to_dict(), rc.trainer
-    seed, steps = rc.seed, rc.steps
-    K, N = rc.prompts_per_step, rc.group_size
+    """Run ``cfg["steps"]`` steps of one seed; log every step's metrics to ``tracker`` (if any);
+    return the last step's metrics plus the final eval. ``on_step(step, groups, engine_output)``
+    sees each step's groups and per-group results (tests compare rewards across runs with it).
+    The same numbers as that seed inside :func:`train_seeds`."""
+    hook = None if on_step is None else (lambda s, step, groups, out: on_step(step, groups, out))
+    return train_seeds([cfg], [tracker], progress=progress, on_step=hook)[0]
+
+
+def train_seeds(
+    cfgs: Sequence[Mapping[str, Any] | RunConfig],
+    trackers: Sequence[Any] | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, int, list[Group], Any], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train S runs of one setting (configs equal but for ``seed``) as one stacked batch
+    (:mod:`.stacked`); each run logs to its own tracker and returns its own final metrics, and
+    each is the run :func:`train` gives for its config alone. ``on_step(s, step, groups, out)``."""
+    rcs = [RunConfig.from_mapping(c) for c in cfgs]  # typed, defaults filled; an unknown key fails here
+    if not rcs:
+        return []
+    _same_but_seed(rcs)
+    trackers = list(trackers) if trackers is not None else [None] * len(rcs)
+    rc0 = rcs[0]
+    for rc in rcs:
+        log.info("run config:\n%s", rc.to_yaml())
+    cfg, tc = rc0.to_dict(), rc0.trainer
+    steps, K, N = rc0.steps, rc0.prompts_per_step, rc0.group_size
     if K < 1 or N < 1 or steps < 0:
         raise ValueError(f"need prompts_per_step >= 1, group_size >= 1, steps >= 0; got {K}, {N}, {steps}")
+    if not tc.kv_cache:
+        raise ValueError(
+            "trainer.kv_cache=false (the full re-forward sampler) is gone: the local trainer samples "
+            "with a KV cache in stacked batches since issue 28 (trainers/local/stacked.py)"
+        )
     torch.set_num_threads(tc.threads)
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed)
-
     task_cfg = dict(cfg["task"])
     task = TASKS.get(task_cfg.pop("name"), **task_cfg)
-    constructor = rewards.build(cfg["reward"])
     loss_fn = get_policy_loss(tc.algo)
     T = tc.temperature
-    kv = tc.kv_cache  # the sampler (policy.py): KV cache or full re-forward per token
 
-    policy = TinyLM(
-        task.vocab, task.prompt_len + task.response_len, tc.d_model, tc.n_layer, tc.n_head, tc.tie_head
-    )
-    # conf/init: random (as built) or the SFT checkpoint; its tags (init_sha256, init_source) say
-    # which start this run's numbers rest on
-    tags = load_init(policy, task, cfg["init"])
-    # a fitted judge's latent scale is placed on this start's responses (judge_map.py)
-    jcfg = map_judge_to_start(cfg["judge"], policy, task, T, kv)
-    if jcfg.get("kind") == "ordinal":
-        tags |= {f"judge_{k}": str(jcfg[k]) for k in ("quality_loc", "quality_scale")}
-        log.info("fitted judge mapped: %s", tags)
-    if tracker is not None and hasattr(tracker, "set_tags"):
-        tracker.set_tags(tags)
-    judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
-    stack = JudgeStack(judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])})
-    engine = build_engine(
-        stack,
-        seed=seed,
-        max_retries=rc.engine.max_retries,
-        schedule=rc.engine.schedule,
-        max_inflight=rc.engine.max_inflight,
-        max_failed_share=rc.engine.max_failed_share,
-    )
-    max_failed = rc.engine.max_failed_share
-    ref = copy.deepcopy(policy).eval().requires_grad_(False)
-    constructor.bind_reference(PolicyReference(ref, task, T, seed, kv))
+    runs = [_Seed(rc, task, tr) for rc, tr in zip(rcs, trackers, strict=True)]
+    S = len(runs)
+    policy = StackedLM.from_models([r.policy for r in runs])
+    ref = StackedLM.from_models([r.ref for r in runs]).requires_grad_(False)
+    # AdamW is elementwise, so one optimizer over the stacked weights is S independent ones
     opt = torch.optim.AdamW(policy.parameters(), lr=tc.lr, weight_decay=0.0)
-    ref_greedy = sample(
-        ref, torch.as_tensor(task.prompts), task.response_len, torch.zeros(task.n_prompts), gen, kv
-    )
-    ref_greedy = ref_greedy.numpy()
+    all_prompts = torch.as_tensor(task.prompts)
+    ref_greedy = stacked.sample(
+        ref, all_prompts, task.response_len, torch.zeros(task.n_prompts), [r.gen for r in runs]
+    ).numpy()
+    max_failed = rc0.engine.max_failed_share
+    every = rc0.eval_every
+    mask = torch.ones((K * N, task.response_len), dtype=torch.float32)
+    temp = torch.full((K * N,), T)
+    temp[::N] = 0.0  # sample 0 of each group greedy (the anchor)
 
-    calls = failures = retries = 0
     t_start = time.perf_counter()
-    metrics: dict[str, float] = {}
-    bar = tqdm(range(steps), desc=f"train {constructor.name}", unit="step", disable=not progress)
+    name = runs[0].constructor.name + (f" ×{S} seeds" if S > 1 else "")
+    bar = tqdm(range(steps), desc=f"train {name}", unit="step", disable=not progress)
     for step in bar:
-        # 1. rollouts: K prompts × N samples, sample 0 of each group greedy (the anchor)
-        pid = rng.choice(task.n_prompts, size=K, replace=task.n_prompts < K)
-        prompts = torch.as_tensor(task.prompts[np.repeat(pid, N)])
-        temp = torch.full((K * N,), T)
-        temp[::N] = 0.0
-        responses = sample(policy, prompts, task.response_len, temp, gen, kv)
-        resp = responses.numpy().reshape(K, N, -1)
-        groups = [task.group(int(p), resp[k]) for k, p in enumerate(pid)]
+        # 1. rollouts: K prompts × N samples per seed, each seed's prompts from its own stream
+        pids = [r.rng.choice(task.n_prompts, size=K, replace=task.n_prompts < K) for r in runs]
+        prompts = torch.stack([torch.as_tensor(task.prompts[np.repeat(pid, N)]) for pid in pids])
+        responses = stacked.sample(policy, prompts, task.response_len, temp, [r.gen for r in runs])
+        resp = responses.numpy().reshape(S, K, N, -1)
 
-        # 2. rewards → advantages through the engine (all groups' judge calls batched per wave)
-        out = engine.run(constructor, groups, step=step)
-        advs, masked = mask_unreliable(out.results, max_failed)  # groups the judge mostly failed: 0
-        adv = torch.tensor(np.concatenate(advs), dtype=torch.float32)
-        calls += out.stats.judge_calls
-        failures += out.stats.failures
-        retries += out.stats.retries
-        if on_step is not None:
-            on_step(step, groups, out)
+        # 2. rewards → advantages through each seed's engine (its groups' judge calls batched per wave)
+        per_seed = []
+        for s, r in enumerate(runs):
+            groups = [task.group(int(p), resp[s, k]) for k, p in enumerate(pids[s])]
+            out = r.engine.run(r.constructor, groups, step=step)
+            advs, masked = mask_unreliable(out.results, max_failed)  # groups the judge mostly failed: 0
+            r.calls += out.stats.judge_calls
+            r.failures += out.stats.failures
+            r.retries += out.stats.retries
+            if on_step is not None:
+                on_step(s, step, groups, out)
+            per_seed.append((groups, out, advs, masked))
+        adv = torch.tensor(np.stack([np.concatenate(a) for _, _, a, _ in per_seed]), dtype=torch.float32)
 
-        # 3. policy update. The first pass's forward (pre-update) also gives old_logp and the
-        # sampling policy's entropy: the same numbers a separate no-grad pass computes
-        # (tests/trainers/local/test_sampler.py), one forward fewer per step.
-        mask = torch.ones_like(responses, dtype=torch.float32)
+        # 3. policy update: each seed's loss on its own rows; their sum's gradient is each
+        # seed's own. The first pass's forward (pre-update) also gives old_logp and the sampling
+        # policy's entropy, one forward fewer per step.
         with torch.no_grad():
-            ref_logp = response_logprobs(ref, prompts, responses, T)
+            ref_logp = stacked.token_logprobs(stacked.response_logits(ref, prompts, responses, T), responses)
         for epoch in range(tc.epochs):
-            logits = response_logits(policy, prompts, responses, T)
-            logp = token_logprobs(logits, responses)
+            logits = stacked.response_logits(policy, prompts, responses, T)
+            logp = stacked.token_logprobs(logits, responses)
             if epoch == 0:
                 old_logp = logp.detach()
-                entropy = logits_entropy(logits.detach())
-            loss, st = loss_fn(
-                logp,
-                old_logp,
-                adv,
-                mask,
-                clip_low=tc.clip_low,
-                clip_high=tc.clip_high,
-                ref_logp=ref_logp,
-                kl_coef=tc.kl_coef,
-            )
+                entropy = [logits_entropy(logits[s].detach()) for s in range(S)]
+            losses = [
+                loss_fn(
+                    logp[s],
+                    old_logp[s],
+                    adv[s],
+                    mask,
+                    clip_low=tc.clip_low,
+                    clip_high=tc.clip_high,
+                    ref_logp=ref_logp[s],
+                    kl_coef=tc.kl_coef,
+                )
+                for s in range(S)
+            ]
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), tc.grad_clip)
+            torch.stack([loss for loss, _ in losses]).sum().backward()
+            stacked.clip_grad_norm(policy, tc.grad_clip)
             opt.step()
 
-        # 4. metrics
-        q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
-        with torch.no_grad():
-            kl = float(((old_logp - ref_logp) * mask).sum() / mask.sum())
-        probe = pointwise_snr(judge, groups, rng, rc.probe_size, rc.probe_repeats)
-        metrics = {
-            "quality_mean": float(q.mean()),
-            "quality_max": float(q.max()),
-            "sigma_group": probe["sigma_group"],
-            "sigma_noise": probe["sigma_noise"],
-            "snr": probe["snr"],
-            "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
-            "masked_groups": float(masked),
-            "outage_groups": float(sum(r.lost > 0 for r in out.results)),
-            "adv_std": float(adv.std(unbiased=False)),
-            "kl": kl,
-            "loss": float(loss.detach()),
-            "clipfrac": float(st.get("clipfrac", 0.0)),
-            "judge_calls": float(calls),
-            "judge_failures": float(failures),
-            "judge_retries": float(retries),
-            **stack.step_metrics(),
-            "wall_time": time.perf_counter() - t_start,
-            **step_extras(groups, [r.advantage for r in out.results], entropy),
-            **health_metrics(out.stats),
-        }
-        every = rc.eval_every
+        # 4. metrics, per seed
+        evals = None
         if every and (step % every == 0 or step == steps - 1):
-            metrics.update(greedy_eval(policy, ref_greedy, task, kv))
-            metrics.update(sampled_eval(policy, task, kv_cache=kv))
-        if tracker is not None:
-            tracker.log_metrics(metrics, step=step)
-        bar.set_postfix(q=f"{metrics['quality_mean']:.2f}", snr=f"{metrics['snr']:.2f}")
+            evals = _evaluate(policy, ref_greedy, task)
+        wall = time.perf_counter() - t_start
+        for s, (r, (groups, out, advs, masked)) in enumerate(zip(runs, per_seed, strict=True)):
+            q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
+            with torch.no_grad():
+                kl = float(((old_logp[s] - ref_logp[s]) * mask).sum() / mask.sum())
+            probe = pointwise_snr(r.judge, groups, r.rng, r.rc.probe_size, r.rc.probe_repeats)
+            loss, st = losses[s]
+            r.metrics = {
+                "quality_mean": float(q.mean()),
+                "quality_max": float(q.max()),
+                "sigma_group": probe["sigma_group"],
+                "sigma_noise": probe["sigma_noise"],
+                "snr": probe["snr"],
+                "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
+                "masked_groups": float(masked),
+                "outage_groups": float(sum(res.lost > 0 for res in out.results)),
+                "adv_std": float(adv[s].std(unbiased=False)),
+                "kl": kl,
+                "loss": float(loss.detach()),
+                "clipfrac": float(st.get("clipfrac", 0.0)),
+                "judge_calls": float(r.calls),
+                "judge_failures": float(r.failures),
+                "judge_retries": float(r.retries),
+                **r.stack.step_metrics(),
+                "wall_time": wall,
+                **step_extras(groups, [res.advantage for res in out.results], entropy[s]),
+                **health_metrics(out.stats),
+            }
+            if evals is not None:
+                r.metrics.update(evals[s])
+            if r.tracker is not None:
+                r.tracker.log_metrics(r.metrics, step=step)
+        bar.set_postfix(q=f"{runs[0].metrics['quality_mean']:.2f}", snr=f"{runs[0].metrics['snr']:.2f}")
     bar.close()
-    final = dict(metrics)
-    if not (rc.eval_every and steps):  # else the last step evaluated this very policy: the same numbers
-        final.update(greedy_eval(policy, ref_greedy, task, kv))
-        final.update(sampled_eval(policy, task, kv_cache=kv))
-    final["steps_per_s"] = steps / max(time.perf_counter() - t_start, 1e-9)
-    if not math.isfinite(final.get("loss", 0.0)):
-        raise FloatingPointError(f"loss became non-finite at step {steps - 1}")
-    return final
+    finals = [dict(r.metrics) for r in runs]
+    if not (every and steps):  # else the last step evaluated this very policy: the same numbers
+        for f, e in zip(finals, _evaluate(policy, ref_greedy, task), strict=True):
+            f.update(e)
+    sps = steps / max(time.perf_counter() - t_start, 1e-9)
+    for r, f in zip(runs, finals, strict=True):
+        f["steps_per_s"] = sps  # the batch's: its S seeds step together
+        if not math.isfinite(f.get("loss", 0.0)):
+            raise FloatingPointError(f"loss of seed {r.seed} became non-finite at step {steps - 1}")
+    return finals
+
+
+def _evaluate(policy: StackedLM, ref_greedy: np.ndarray, task) -> list[dict[str, float]]:
+    """Every seed's greedy and sampled eval (step_metrics.sampled_eval), one dict per seed."""
+    return [
+        g | e for g, e in zip(greedy_eval(policy, ref_greedy, task), sampled_eval(policy, task), strict=True)
+    ]
