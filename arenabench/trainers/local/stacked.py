@@ -86,7 +86,8 @@ class StackedLM(nn.Module):
     def model(self, s: int) -> TinyLM:
         """Seed ``s``'s weights as a TinyLM (a copy: checkpoints, hashes, the AGR reference)."""
         m = TinyLM(self.vocab, self.max_len, self.d, self.n_layer, self.n_head, self.tied)
-        m.load_state_dict({key: getattr(self, name)[s].detach().clone() for key, name in self.names.items()})
+        state = {key: getattr(self, name)[s].detach().clone() for key, name in self.names.items()}
+        m.load_state_dict(state | {"causal": self.causal.clone()})
         return m
 
     def p(self, name: str, layer: int | None = None) -> torch.Tensor:
@@ -219,12 +220,16 @@ def sample(
 
 
 def clip_grad_norm(model: StackedLM, max_norm: float) -> torch.Tensor:
-    """Each seed's gradients clipped to ``max_norm`` by their own total L2 norm
-    (``torch.nn.utils.clip_grad_norm_`` per seed); returns the S norms."""
+    """Each seed's gradients clipped to ``max_norm`` by their own total L2 norm, with the very
+    functions ``torch.nn.utils.clip_grad_norm_`` uses, on each seed's slices (a norm over all
+    seeds' rows at once would round differently with S, and make a seed's run depend on its
+    batch-mates); returns the S norms."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    sq = torch.stack([g.reshape(g.shape[0], -1).square().sum(1) for g in grads]).sum(0)
-    norm = sq.sqrt()
-    coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-    for g in grads:
-        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
-    return norm
+    norms = []
+    for s in range(model.n_seeds):
+        mine = [g[s] for g in grads]  # views: clipped in place
+        norm = torch.nn.utils.get_total_norm(mine)
+        # clip_grads_with_norm_'s scaling (it takes parameters, these are gradient views)
+        torch._foreach_mul_(mine, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        norms.append(norm)
+    return torch.stack(norms)
