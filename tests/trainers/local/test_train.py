@@ -245,6 +245,5 @@ def test_the_final_eval_is_the_last_steps_which_a_second_eval_would_repeat_exact
     torch.manual_seed(0)
     policy = TinyLM(task.vocab, task.prompt_len + task.response_len)
     ref = np.zeros((task.n_prompts, task.response_len), dtype=np.int64)
-    for kv in (False, True):
-        once = greedy_eval(policy, ref, task, kv) | sampled_eval(policy, task, kv_cache=kv)
-        assert once == greedy_eval(policy, ref, task, kv) | sampled_eval(policy, task, kv_cache=kv)
+    once = greedy_eval(policy, ref, task) | sampled_eval(policy, task)
+    assert once == greedy_eval(policy, ref, task) | sampled_eval(policy, task)
