@@ -4,7 +4,9 @@
 table2 sweep — 10 arms × ``--seeds`` seeds (default 10) × ``--steps`` steps (default 200) — as the
 same hydra multirun, ``arenabench-train -m experiment=table2``, twice, one after the other, each in
 its own process tree: **before** = the code at ``--base`` (exported with ``git archive`` and run
-from its own folder), **after** = this tree. It writes ``sweep.{md,csv}`` and ``sweep_speed.json``.
+from its own folder; default ``a843f22``, the path of the tables published before issue 28),
+**after** = this tree (seeds of an arm stacked into one batch by the launcher). It writes
+``sweep.{md,csv}`` and ``sweep_speed.json``.
 
 Per path it measures wall time, CPU time of the whole process tree (``RUSAGE_CHILDREN``: the main
 process and the sweep's worker processes; what the sweep costs whatever else the machine runs),
@@ -12,7 +14,8 @@ the largest process's peak RSS, the load average before and after, and from the 
 ``jobs.tsv`` each job's CPU time in its worker (the rest of the tree's CPU is the sweep's fixed
 cost: the main process, the workers' imports). Then the two sweeps' metric histories are
 compared run by run (same arm and seed: every logged value but timings), so a change that should
-keep the numerics proves it on every run of the sweep.
+keep the numerics proves it on every run of the sweep; when they differ by design (the stacked
+trainer rounds differently), each arm's final quality on both paths shows whether results moved.
 """
 
 from __future__ import annotations
@@ -96,6 +99,28 @@ def compare(before: dict, after: dict) -> dict:
             "differing": {f"{r} seed {s}": m for (r, s), m in differ.items()}}  # fmt: skip
 
 
+def _se(x) -> float:
+    return float(x.std(ddof=1) / len(x) ** 0.5) if len(x) > 1 else float("nan")
+
+
+def arm_finals(before: dict, after: dict, metric: str = "eval_sampled_quality") -> list[dict]:
+    """Per arm, the mean (± SE over seeds) of each run's last ``metric`` on both paths and the
+    seed-paired difference: when the numerics differ, whether the arms' results moved."""
+    import numpy as np
+
+    out = []
+    for arm in sorted({r for r, _ in before} | {r for r, _ in after}):
+        seeds = sorted({s for r, s in before if r == arm} & {s for r, s in after if r == arm})
+        b = np.array([before[(arm, s)][metric][-1][1] for s in seeds])
+        a = np.array([after[(arm, s)][metric][-1][1] for s in seeds])
+        n = len(seeds)
+        d = a - b
+        out.append({"arm": arm, "seeds": n, "before": float(b.mean()), "before_se": _se(b),
+                    "after": float(a.mean()), "after_se": _se(a), "diff": float(d.mean()),
+                    "diff_se": _se(d)})  # fmt: skip
+    return out
+
+
 def job_times(sweep_dir: Path) -> list[float]:
     """CPU seconds of each job in its worker (the launcher's ``jobs.tsv``)."""
     rows = (sweep_dir / "jobs.tsv").read_text().splitlines()[1:]
@@ -156,8 +181,10 @@ def report(out: Path, rows, work: Path, steps, seeds: int, base: str, quick: boo
     summary: dict = {}
     for s in steps:
         b, a = _row(rows, "before", s), _row(rows, "after", s)
-        num = compare(histories(work / f"before_{s}.db"), histories(work / f"after_{s}.db"))
+        hb, ha = histories(work / f"before_{s}.db"), histories(work / f"after_{s}.db")
+        num = compare(hb, ha)
         summary[str(s)] = {
+            "arm_finals": arm_finals(hb, ha),
             "ratio_cpu": b["cpu_s"] / a["cpu_s"],
             "ratio_wall": b["wall_s"] / a["wall_s"],
             "ratio_job_cpu": b["jobs_cpu_s"] / a["jobs_cpu_s"],
@@ -208,6 +235,23 @@ def report(out: Path, rows, work: Path, steps, seeds: int, base: str, quick: boo
                 else "."
             )  # fmt: skip
         )
+        if num["identical"] < num["runs"]:
+            body += [
+                "",
+                "The paths differ in float rounding by design when `before` predates the stacked trainer "
+                "(issue 28: batched matmuls and attention written out round differently from "
+                "`nn.Linear`/`nn.MultiheadAttention`, so each run follows other trajectories from the first "
+                "update on). Whether the arms' results moved: the mean over seeds (± SE) of each run's final "
+                "`eval_sampled_quality` on both paths, and the seed-paired difference (after − before):",
+                "",
+                "| arm | seeds | before | after | after − before |",
+                "|---|---|---|---|---|",
+            ]
+            body += [
+                f"| {r['arm']} | {r['seeds']} | {r['before']:.4f} ± {r['before_se']:.4f} "
+                f"| {r['after']:.4f} ± {r['after_se']:.4f} | {r['diff']:+.4f} ± {r['diff_se']:.4f} |"
+                for r in summary[str(s)]["arm_finals"]
+            ]
     full = seeds == 10 and 200 in steps
     if full:
         a = _row(rows, "after", 200)

@@ -129,6 +129,45 @@ def test_multirun_two_parallel_jobs_one_experiment(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_launcher_stacks_seeds_into_the_runs_they_are_alone(tmp_path):
+    """Jobs that differ only in seed train as one stacked batch in one worker (arenabench/sweep.py),
+    each still its own hydra job and MLflow run, with the numbers of the unstacked sweep
+    (``batch_seeds=1``) bit for bit; jobs.tsv says which batch each job was in."""
+    from mlflow.tracking import MlflowClient
+
+    histories = {}
+    for batch in (10, 1):
+        uri = f"sqlite:///{tmp_path}/b{batch}.db"
+        sweep = tmp_path / f"sweep{batch}"
+        proc = train_cli(
+            "-m", "experiment=table2", "reward=pointwise,anchor", "seed=0,1,2", "steps=3",
+            "hydra.launcher.n_jobs=2", f"hydra.launcher.batch_seeds={batch}", f"hydra.sweep.dir={sweep}",
+            uri=uri, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        tsv = [row.split("\t") for row in (sweep / "jobs.tsv").read_text().splitlines()]
+        assert tsv[0][-1] == "batch" and [r[-1] for r in tsv[1:]] == [str(3 if batch > 1 else 1)] * 6
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
+        assert len(lines) == 6 and all(("stacked batch of 3" in ln) == (batch > 1) for ln in lines), lines
+        for job in range(6):
+            assert (sweep / str(job) / ".hydra" / "config.yaml").exists()
+            assert "prompts_per_step" in (sweep / str(job) / "console.log").read_text()
+        client, runs = runs_of(uri, "table2")
+        assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
+        histories[batch] = {
+            (r.data.tags["reward"], r.data.tags["seed"]): {
+                key: [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, key)]
+                for key in r.data.metrics
+                if key not in ("wall_time", "judge_latency_p50", "judge_latency_p90", "steps_per_s")
+            }
+            for r in runs
+        }
+        assert isinstance(client, MlflowClient)
+    assert histories[10] == histories[1]
+    assert len({str(h["quality_mean"]) for h in histories[1].values()}) == 6  # six different runs
+
+
+@pytest.mark.slow
 def test_a_job_that_dies_closes_its_run_as_failed(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     # a bad task parameter is a config error: one line, exit 2, before any MLflow run
