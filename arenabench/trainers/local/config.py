@@ -60,8 +60,8 @@ class TrainerConfig:
     n_head: int = _at_least(4, 1)
     tie_head: bool = True  # output head = the token embedding (False: a separate linear head)
     threads: int = _at_least(1, 1)  # torch threads
-    # sampling with a KV cache (policy.py): ~2× faster steps; false = the full re-forward per
-    # token, bit-identical to runs made before the cache existed (float rounding differs)
+    # sampling with a KV cache: the stacked trainer (stacked.py) has only this sampler, so false
+    # is refused with the reason (it was the full re-forward, before issue 28's stacked seeds)
     kv_cache: bool = True
 
 
