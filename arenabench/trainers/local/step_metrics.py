@@ -64,20 +64,42 @@ def _constant(x: np.ndarray) -> bool:
 def oracle_alignment(groups: Sequence[Group], advantages: Sequence[np.ndarray]) -> dict[str, float]:
     """Pearson and Kendall τ-b of each group's advantages against the oracle advantages
     ``standardize(true quality)``, averaged over groups where neither side is constant (see the
-    module docstring for the convention), and that group count."""
-    rs, taus = [], []
+    module docstring for the convention), and that group count. The groups' rows are computed
+    together (:func:`_rowwise`): ``metrics.pearson`` / ``metrics.kendall_tau_b`` per group, the same
+    numbers."""
+    xs, ys = [], []
     for g, adv in zip(groups, advantages, strict=True):
         adv = np.asarray(adv, dtype=float)
         oracle = standardize(np.array([t.meta["quality"] for t in g.trajectories], dtype=float))
         if len(adv) < 2 or _constant(adv) or _constant(oracle):
             continue
-        rs.append(pearson(adv, oracle))
-        taus.append(kendall_tau_b(adv, oracle))
+        xs.append(adv)
+        ys.append(oracle)
+    if not xs:
+        return {"adv_oracle_pearson": 0.0, "adv_oracle_kendall": 0.0, "adv_oracle_groups": 0.0}
+    if len({len(x) for x in xs}) == 1:
+        rs, taus = _rowwise(np.stack(xs), np.stack(ys))
+    else:  # groups of different sizes (not the trainer's): one at a time
+        rs = [pearson(x, y) for x, y in zip(xs, ys, strict=True)]
+        taus = [kendall_tau_b(x, y) for x, y in zip(xs, ys, strict=True)]
     return {
-        "adv_oracle_pearson": float(np.mean(rs)) if rs else 0.0,
-        "adv_oracle_kendall": float(np.mean(taus)) if taus else 0.0,
-        "adv_oracle_groups": float(len(rs)),
+        "adv_oracle_pearson": float(np.mean(rs)),
+        "adv_oracle_kendall": float(np.mean(taus)),
+        "adv_oracle_groups": float(len(xs)),
     }
+
+
+def _rowwise(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pearson r and Kendall τ-b of each row pair of ``x`` and ``y`` [groups, N]: the formulas of
+    ``metrics.pearson`` and ``metrics.kendall_tau_b``, reduced along rows (rows are non-constant)."""
+    xc = x - x.mean(axis=1, keepdims=True)
+    yc = y - y.mean(axis=1, keepdims=True)
+    r = (xc * yc).sum(1) / np.sqrt((xc * xc).sum(1) * (yc * yc).sum(1))
+    iu = np.triu_indices(x.shape[1], 1)
+    dx = np.sign(x[:, :, None] - x[:, None, :])[:, iu[0], iu[1]]
+    dy = np.sign(y[:, :, None] - y[:, None, :])[:, iu[0], iu[1]]
+    tau = (dx * dy).sum(1) / np.sqrt(np.count_nonzero(dx, axis=1) * np.count_nonzero(dy, axis=1))
+    return r, tau
 
 
 def step_extras(

@@ -15,6 +15,7 @@ The ``rlvr`` variant adds a verifiable answer: the last token must equal the pro
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,7 +59,12 @@ class PreferenceTask:
         return self.base + self.scale * v.mean(axis=1)
 
     def text(self, prompt_id: int, response: np.ndarray) -> str:
-        return " ".join(f"t{int(t)}" for t in response)
+        return " ".join([self._words[t] for t in response.tolist()])
+
+    @functools.cached_property
+    def _words(self) -> list[str]:
+        """Token v's text ``t<v>`` (built once: a step renders K·N responses per seed)."""
+        return [f"t{v}" for v in range(self.vocab)]
 
     def group(self, prompt_id: int, responses: np.ndarray, anchor: int | None = 0) -> Group:
         """The N responses to one prompt as a Group the engine and judges understand."""

@@ -32,8 +32,8 @@ def test_stacked_logits_are_each_models_own_up_to_rounding(tie_head):
         got = st(idx)
         want = torch.stack([m(idx[s]) for s, m in enumerate(ms)])
         cache: list = []
-        cached = torch.cat([st.forward_cached(idx[:, :, :4], cache)] + [
-            st.forward_cached(idx[:, :, t : t + 1], cache) for t in range(4, 11)
+        cached = torch.cat([st.forward_cached(idx[:, :, :4], cache, 0)] + [
+            st.forward_cached(idx[:, :, t : t + 1], cache, t) for t in range(4, 11)
         ], dim=2)  # fmt: skip
     assert got.shape == (3, 5, 11, 16)
     # float32 rounding only: batched matmuls and the written-out attention sum in another order
