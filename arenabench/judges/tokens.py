@@ -113,24 +113,29 @@ class PromptTokens:
     def prefill_batch(self, requests) -> list[tuple[int, int] | None]:
         """(prompt tokens, of which the ideal prefix cache serves) per request, in order; None
         for a request the LLM judges fail before sending (a rubric's missing reference)."""
-        rendered: dict[int, str] = {}  # id(trajectory) -> its judge-visible text (alive in the batch)
+        # id(trajectory) -> its judge-visible text and that text's tokens when they add up
+        # (:func:`_hard`; None otherwise): rendered, checked and counted once per batch, not per
+        # request (the trajectories are alive in the batch, so their ids are unique)
+        texts: dict[int, tuple[str, int | None]] = {}
         for req in requests:
             for t in (req.a, req.b):
-                if id(t) not in rendered:
-                    rendered[id(t)] = render_trajectory(t, self.mask_tool_outputs)
-        for x in rendered.values():
-            if _hard(x):
-                self.count(x)  # one encode per new text (not encode_batch: its thread pool
-                # competes with torch's threads in a trainer)
-        return [self._prefill(req, rendered[id(req.a)], rendered[id(req.b)]) for req in requests]
+                if id(t) not in texts:
+                    x = render_trajectory(t, self.mask_tool_outputs)
+                    # one encode per new text (not encode_batch: its thread pool competes with
+                    # torch's threads in a trainer)
+                    texts[id(t)] = (x, self.count(x) if _hard(x) else None)
+        return [self._prefill(req, *texts[id(req.a)], *texts[id(req.b)]) for req in requests]
 
-    def _prefill(self, req: PairRequest, ta: str, tb: str) -> tuple[int, int] | None:
+    def _prefill(
+        self, req: PairRequest, ta: str, na: int | None, tb: str, nb: int | None
+    ) -> tuple[int, int] | None:
+        """One request's (prompt tokens, cached); ``na`` / ``nb``: A's and B's tokens, None when
+        their text does not add up (then the whole prompt is encoded)."""
         frame = self._frame(req)
-        if frame is not None and _hard(ta) and _hard(tb):
+        if frame is not None and na is not None and nb is not None:
             head, n_head, n_mid, n_tail = frame
-            counts = self._counts
-            n_a = counts[ta] + n_mid
-            total = n_head + n_a + counts[tb] + n_tail
+            n_a = na + n_mid
+            total = n_head + n_a + nb + n_tail
         else:
             text = self.render(req)
             if isinstance(text, JudgeFailure):
