@@ -163,9 +163,15 @@ def pointwise_snr(
     vals = np.array([math.nan if v is None else v for v, _ in map(point_reply, out)])
     failures = int(np.isnan(vals).sum())
     n_main = len(flat)
-    sizes = np.cumsum([0] + [len(g) for g in groups])
+    lens = [len(g) for g in groups]
+    sizes = np.cumsum([0] + lens)
     with np.errstate(invalid="ignore"):
-        per_group = [np.nanstd(vals[a:b]) for a, b in zip(sizes[:-1], sizes[1:], strict=True) if b - a > 1]
+        if min(lens) == max(lens) > 1:  # K groups of N: one call, the per-row values bit for bit
+            per_group = list(np.nanstd(vals[:n_main].reshape(len(lens), lens[0]), axis=1))
+        else:
+            per_group = [
+                np.nanstd(vals[a:b]) for a, b in zip(sizes[:-1], sizes[1:], strict=True) if b - a > 1
+            ]
         rep = vals[n_main:].reshape(len(pick), repeats)
         per_traj = np.nanstd(rep, axis=1, ddof=1) if repeats > 1 else np.full(len(pick), math.nan)
     sg = float(np.nanmean(per_group)) if per_group else math.nan

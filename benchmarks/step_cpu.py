@@ -117,30 +117,41 @@ def _cpu(steps: int) -> dict[str, float]:
     return {arm: run_arm(arm, steps) for arm in ARMS}
 
 
+def _cpu_in(package_dir: str, steps: int) -> dict[str, float]:
+    """:func:`_cpu` of the ``arenabench`` package under ``package_dir``, in a fresh process."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_dir, here]))
+    cmd = [sys.executable, os.path.abspath(__file__), "--steps", str(steps), "--json"]
+    return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--base", help="a directory holding another arenabench package to compare with")
-    ap.add_argument("--json", action="store_true", help="print this tree's CPU per arm as JSON")
+    ap.add_argument("--repeats", type=int, default=3, help="with --base: alternating runs, min kept")
+    ap.add_argument("--json", action="store_true", help="print this process's CPU per arm as JSON")
     args = ap.parse_args(argv)
-    here = _cpu(args.steps)
     if args.json:
-        print(json.dumps(here))
+        print(json.dumps(_cpu(args.steps)))
         return
-    base = None
-    if args.base:
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([args.base, os.path.dirname(os.path.abspath(__file__))])
-        )
-        cmd = [sys.executable, os.path.abspath(__file__), "--steps", str(args.steps), "--json"]
-        base = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
-    print(f"CPU seconds for {args.steps} steps (K = 8, N = 8), engine + judge + tokens + probe")
+    this_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"this": this_dir} | ({"base": args.base} if args.base else {})
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in trees}
+    for _ in range(args.repeats if args.base else 1):  # alternating: both see the same load
+        for name, d in trees.items():
+            runs[name].append(_cpu_in(d, args.steps))
+    best = {name: {arm: min(r[arm] for r in rs) for arm in ARMS} for name, rs in runs.items()}
+    here, base = best["this"], best.get("base")
+    print(f"CPU seconds for {args.steps} steps (K = 8, N = 8), engine + judge + tokens + probe,")
+    print(f"min of {len(runs['this'])} alternating runs")
     print("| arm | this tree | base | base / this |\n|---|---|---|---|")
+    nan = float("nan")
     for arm in ARMS:
-        b = base[arm] if base else float("nan")
-        print(f"| {arm} | {here[arm]:.2f} | {b:.2f} | {b / here[arm]:.2f} |")
-    tot, btot = sum(here.values()), sum(base.values()) if base else float("nan")
-    print(f"| total | {tot:.2f} | {btot:.2f} | {btot / tot:.2f} |")
+        b = base[arm] if base else nan
+        print(f"| {arm} | {here[arm]:.3f} | {b:.3f} | {b / here[arm]:.2f} |")
+    tot, btot = sum(here.values()), sum(base.values()) if base else nan
+    print(f"| total | {tot:.3f} | {btot:.3f} | {btot / tot:.2f} |")
 
 
 if __name__ == "__main__":

@@ -199,7 +199,7 @@ def _uniforms(keys: np.ndarray, k: int) -> np.ndarray:
     """(len(keys), k) uniforms in (0, 1), a pure function of each key."""
     out = np.empty((len(keys), k))
     for c in range(k):
-        bits = _mix(keys ^ _mix(np.full_like(keys, c)))
+        bits = _mix(keys ^ _mix(np.full(1, c, dtype=keys.dtype)))  # the column's constant, mixed once
         out[:, c] = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
     return out
 

@@ -71,7 +71,8 @@ class PromptTokens:
         self.mask_tool_outputs = mask_tool_outputs
         self._counts: dict[str, int] = {}
         self._frames: dict[tuple, tuple[str, int, int, int] | None] = {}
-        self._seen: set = set()
+        # the ideal cache's contents: per (query, text before A) prefix sent, the A texts sent after it
+        self._prefixes: dict[tuple[str, str], set[str]] = {}
         self._root: int | None = None  # tokens before the query text: the same for every request
         self._verdicts: dict[tuple[int, int], int] = {}
         self.eos = 1
@@ -142,17 +143,17 @@ class PromptTokens:
                 return None
             head = "\x00no-frame"
             n_head, n_a, total = 0, 0, self.count(text)
-        seen = self._seen
-        cached = self._root_tokens(req) if seen else 0  # the system prompt, shared by all queries
-        if (req.prompt, head) in seen:
+        prefixes = self._prefixes
+        after = prefixes.get((req.prompt, head))
+        if after is None:  # a new prefix: only the system prompt (shared by all queries) is cached
+            cached = self._root_tokens(req) if prefixes else 0
+            prefixes[req.prompt, head] = {ta}
+        else:
             cached = n_head
-            if (req.prompt, head, ta) in seen:
+            if ta in after:
                 cached += n_a
             else:
-                seen.add((req.prompt, head, ta))
-        else:
-            seen.add((req.prompt, head))
-            seen.add((req.prompt, head, ta))
+                after.add(ta)
         return total, cached
 
     def parts(self, req: PairRequest) -> tuple[int, int, int, int] | None:
@@ -182,12 +183,16 @@ class PromptTokens:
         """Add a text-free judge's answered batch to its ``stats``: each request's prefill and
         ideal-cache share, and the assumed reply for its verdict (a request an LLM judge fails
         before sending, e.g. a rubric's missing reference, costs nothing)."""
+        prompt = cached = completion = 0  # integers: summed first, the same totals
         for sent, verdict in zip(self.prefill_batch(requests), replies, strict=True):
             if sent is None:
                 continue
-            stats["prompt_tokens"] += sent[0]
-            stats["cached_prompt_tokens"] += sent[1]
-            stats["completion_tokens"] += self.decode(verdict.score_a, verdict.score_b)
+            prompt += sent[0]
+            cached += sent[1]
+            completion += self.decode(verdict.score_a, verdict.score_b)
+        stats["prompt_tokens"] += prompt
+        stats["cached_prompt_tokens"] += cached
+        stats["completion_tokens"] += completion
 
     def decode(self, score_a: float, score_b: float) -> int:
         """Tokens of the assumed verdict-only reply (module doc), end-of-sequence included."""
