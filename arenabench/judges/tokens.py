@@ -27,11 +27,20 @@ the part between, B's text, the rest), each memoized, which equals the count of 
 because the byte-level pre-tokenizer never merges across the ``\\n`` that surrounds each piece
 when the piece starts and ends with a non-whitespace character; any other request is encoded
 whole. A test checks the two agree on adversarial texts.
+
+A text of ASCII letters and digits in words separated by single spaces (a tiny policy's
+response, ``"t3 t5 t12"``) is counted as the sum of its pre-tokens' counts, each memoized: the
+byte-level pre-tokenizer (GPT-2's pattern; no normalizer) splits it into exactly the runs
+`` ?[A-Za-z]+`` and `` ?[0-9]+``, and BPE never merges across pre-tokens. A regex split and a few
+lookups cost a quarter of an encode, and every step brings new texts. Only for a tokenizer of
+that shape (checked when the counter is built); a test checks it against the whole encode.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import re
 from collections.abc import Sequence
 
 from arenabench.judges.prompts import render_trajectory, request_messages
@@ -52,6 +61,24 @@ def load_tokenizer(name: str):
     return build_tiny_tokenizer()
 
 
+# a text whose byte-level pre-tokens are its letter and digit runs, each with its leading space
+_PLAIN = re.compile(r"[A-Za-z0-9]+(?: [A-Za-z0-9]+)*")
+_PRE_TOKENS = re.compile(r" ?[A-Za-z]+| ?[0-9]+")
+
+
+def _splits_plain_words(tok) -> bool:
+    """Whether ``tok`` pre-tokenizes plain text into :data:`_PRE_TOKENS`: no normalizer and a
+    byte-level pre-tokenizer with GPT-2's pattern and no added prefix space."""
+    cfg = json.loads(tok.to_str())
+    pre = cfg.get("pre_tokenizer") or {}
+    return (
+        cfg.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True)
+        and not pre.get("add_prefix_space", False)
+    )
+
+
 def _hard(text: str) -> bool:
     """A piece whose count adds up: non-empty, starting and ending with non-whitespace."""
     return bool(text) and not text[0].isspace() and not text[-1].isspace()
@@ -70,6 +97,7 @@ class PromptTokens:
         self.rubric = load_rubric(rubric)
         self.mask_tool_outputs = mask_tool_outputs
         self._counts: dict[str, int] = {}
+        self._pre_tokens: dict[str, int] | None = {} if _splits_plain_words(self.tok) else None
         self._frames: dict[tuple, tuple[str, int, int, int] | None] = {}
         # the ideal cache's contents: per (query, text before A) prefix sent, the A texts sent after it
         self._prefixes: dict[tuple[str, str], set[str]] = {}
@@ -81,7 +109,17 @@ class PromptTokens:
         """Tokens of ``text`` (no special tokens added), memoized."""
         n = self._counts.get(text)
         if n is None:
-            n = self._counts[text] = len(self.tok.encode(text, add_special_tokens=False).ids)
+            if self._pre_tokens is not None and _PLAIN.fullmatch(text):  # module doc
+                n = sum(map(self._pre_token, _PRE_TOKENS.findall(text)))
+            else:
+                n = len(self.tok.encode(text, add_special_tokens=False).ids)
+            self._counts[text] = n
+        return n
+
+    def _pre_token(self, piece: str) -> int:
+        n = self._pre_tokens.get(piece)
+        if n is None:
+            n = self._pre_tokens[piece] = len(self.tok.encode(piece, add_special_tokens=False).ids)
         return n
 
     def render(self, req: PairRequest) -> str | JudgeFailure:
