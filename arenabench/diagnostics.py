@@ -69,13 +69,12 @@ def comparison_health(n: int, results: Sequence[MatchResult]) -> ComparisonHealt
         if m.failed:
             continue
         matches += 1
-        w = m.winner
-        if w is None:
+        if m.score_i == m.score_j:  # a tie (``MatchResult.winner`` is None)
             ties += 1
-        else:
-            v = 1 if w == m.i else -1
-            net[m.i, m.j] = net.get((m.i, m.j), 0) + v
-            net[m.j, m.i] = net.get((m.j, m.i), 0) - v
+        else:  # the winner first (``MatchResult.winner``)
+            w, lo = (m.i, m.j) if m.score_i > m.score_j else (m.j, m.i)
+            net[w, lo] = net.get((w, lo), 0) + 1
+            net[lo, w] = net.get((lo, w), 0) - 1
         orders = m.orders
         if orders == [0, 1]:  # the common case, one vote per order: no per-order lists to build
             (a0, b0), (a1, b1) = m.samples

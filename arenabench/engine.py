@@ -543,6 +543,13 @@ def _group_replies(
     failures = 0
     for ask, r in zip(run.asks, refs, strict=True):
         if isinstance(ask, Match):
+            if len(r) == 2 and ask.votes == 1 and ask.first is None:  # both orders, one vote each
+                fwd, rev = pair_out[r[0][1]], pair_out[r[1][1]]  # (i, j) then (j, i): _expand_wave
+                if fwd is not None and rev is not None:  # the common case: no list of replies
+                    res = _both_orders_one_vote(ask, fwd, rev)
+                    run.matches.append(res)
+                    replies.append(res)
+                    continue
             got = [(order, pair_out[idx]) for order, idx in r]
             res = _match_result(ask, got)
             run.matches.append(res)
