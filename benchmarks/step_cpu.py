@@ -3,10 +3,11 @@ counting + the SNR probe, without the policy (issue 28, item 1).
 
 Each table2 arm that asks a judge runs ``steps`` steps of K = 8 groups of N = 8 on the
 ``preference`` task, with the engine and judge built as the local trainer builds them
-(``conf/judge/calibrated.yaml``: the calibrated simulated judge counting ``tiny-bpe`` tokens,
-behind a :class:`JudgeStack`), then :func:`diagnostics.pointwise_snr` on the same groups. The
-responses are drawn around one response per prompt (each token resampled with probability
-0.3), so groups hold duplicates as a concentrated SFT policy's do.
+(``conf/judge/calibrated.yaml``, ``conf/task/preference.yaml``, ``conf/reward/<arm>.yaml``: the
+calibrated simulated judge counting ``tiny-bpe`` tokens, behind a :class:`JudgeStack`), then
+:func:`diagnostics.pointwise_snr` on the same groups. The responses are drawn around one
+response per prompt (each token resampled with probability 0.3), so groups hold duplicates as a
+concentrated SFT policy's do.
 
 :func:`digest` hashes every output of that path (advantages, rewards and ranks as float hex,
 every counter of the engine, the groups and the judge, the probe's numbers): the bit-identity
@@ -24,28 +25,23 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import yaml
 
-ARMS = (
-    "pointwise",
-    "anchor",
-    "round_robin",
-    "seeded_single_elim",
-    "double_elim",
-    "swiss",
-    "pointwise_rank",
-    "pointwise_budget",
-)
-_CONF = {"pointwise_budget": {"name": "pointwise", "votes": 4}}
-JUDGE = {
-    "kind": "simulated",
-    "preset": "calibrated",
-    "seed": 0,
-    "tokenizer": "tiny-bpe",
-    "rubric": "open_writing",
-}
-TASK = {"name": "preference", "n_prompts": 32, "vocab": 16, "prompt_len": 4, "response_len": 8}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _table2_judged_arms() -> tuple[str, ...]:
+    """table2's arms that ask the judge (``conf/experiment/table2.yaml``; the oracles ask none)."""
+    cfg = yaml.safe_load((ROOT / "conf/experiment/table2.yaml").read_text())
+    return tuple(a for a in cfg["hydra"]["sweeper"]["params"]["reward"].split(",") if "oracle" not in a)
+
+
+ARMS = _table2_judged_arms()
+JUDGE = yaml.safe_load((ROOT / "conf/judge/calibrated.yaml").read_text())
+TASK = yaml.safe_load((ROOT / "conf/task/preference.yaml").read_text())
 
 
 def make_groups(task, step: int, k: int = 8, n: int = 8, seed: int = 0):
@@ -68,7 +64,7 @@ def run_arm(arm: str, steps: int, faults: dict | None = None, seed: int = 0, sin
 
     cfg = dict(TASK)
     task = TASKS.get(cfg.pop("name"), **cfg)
-    constructor = rewards.build(_CONF.get(arm, {"name": arm}))
+    constructor = rewards.build(yaml.safe_load((ROOT / f"conf/reward/{arm}.yaml").read_text()))
     judge = judges.build(dict(JUDGE))
     stack = JudgeStack(judge, None, faults, key_extra={"task": TASK})
     engine = build_engine(stack, seed=seed)
