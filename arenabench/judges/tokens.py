@@ -110,7 +110,11 @@ class PromptTokens:
         n = self._counts.get(text)
         if n is None:
             if self._pre_tokens is not None and _PLAIN.fullmatch(text):  # module doc
-                n = sum(map(self._pre_token, _PRE_TOKENS.findall(text)))
+                pieces = _PRE_TOKENS.findall(text)
+                try:
+                    n = sum([self._pre_tokens[p] for p in pieces])
+                except KeyError:  # a piece not seen yet
+                    n = sum(map(self._pre_token, pieces))
             else:
                 n = len(self.tok.encode(text, add_special_tokens=False).ids)
             self._counts[text] = n
