@@ -139,6 +139,9 @@ def main(argv=None) -> None:
             runs[name].append(_cpu_in(d, args.steps))
     best = {name: {arm: min(r[arm] for r in rs) for arm in ARMS} for name, rs in runs.items()}
     here, base = best["this"], best.get("base")
+    from arenabench import reporting
+
+    print(f"machine: {reporting.machine_line(reporting.machine())}\n")
     print(f"CPU seconds for {args.steps} steps (K = 8, N = 8), engine + judge + tokens + probe,")
     print(f"min of {len(runs['this'])} alternating runs")
     print("| arm | this tree | base | base / this |\n|---|---|---|---|")
