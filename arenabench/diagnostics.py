@@ -69,13 +69,12 @@ def comparison_health(n: int, results: Sequence[MatchResult]) -> ComparisonHealt
         if m.failed:
             continue
         matches += 1
-        w = m.winner
-        if w is None:
+        if m.score_i == m.score_j:  # a tie (``MatchResult.winner`` is None)
             ties += 1
-        else:
-            v = 1 if w == m.i else -1
-            net[m.i, m.j] = net.get((m.i, m.j), 0) + v
-            net[m.j, m.i] = net.get((m.j, m.i), 0) - v
+        else:  # the winner first (``MatchResult.winner``)
+            w, lo = (m.i, m.j) if m.score_i > m.score_j else (m.j, m.i)
+            net[w, lo] = net.get((w, lo), 0) + 1
+            net[lo, w] = net.get((lo, w), 0) - 1
         orders = m.orders
         if orders == [0, 1]:  # the common case, one vote per order: no per-order lists to build
             (a0, b0), (a1, b1) = m.samples
@@ -163,9 +162,15 @@ def pointwise_snr(
     vals = np.array([math.nan if v is None else v for v, _ in map(point_reply, out)])
     failures = int(np.isnan(vals).sum())
     n_main = len(flat)
-    sizes = np.cumsum([0] + [len(g) for g in groups])
+    lens = [len(g) for g in groups]
+    sizes = np.cumsum([0] + lens)
     with np.errstate(invalid="ignore"):
-        per_group = [np.nanstd(vals[a:b]) for a, b in zip(sizes[:-1], sizes[1:], strict=True) if b - a > 1]
+        if min(lens) == max(lens) > 1:  # K groups of N: one call, the per-row values bit for bit
+            per_group = list(np.nanstd(vals[:n_main].reshape(len(lens), lens[0]), axis=1))
+        else:
+            per_group = [
+                np.nanstd(vals[a:b]) for a, b in zip(sizes[:-1], sizes[1:], strict=True) if b - a > 1
+            ]
         rep = vals[n_main:].reshape(len(pick), repeats)
         per_traj = np.nanstd(rep, axis=1, ddof=1) if repeats > 1 else np.full(len(pick), math.nan)
     sg = float(np.nanmean(per_group)) if per_group else math.nan

@@ -543,6 +543,13 @@ def _group_replies(
     failures = 0
     for ask, r in zip(run.asks, refs, strict=True):
         if isinstance(ask, Match):
+            if len(r) == 2 and ask.votes == 1 and ask.first is None:  # both orders, one vote each
+                fwd, rev = pair_out[r[0][1]], pair_out[r[1][1]]  # (i, j) then (j, i): _expand_wave
+                if fwd is not None and rev is not None:  # the common case: no list of replies
+                    res = _both_orders_one_vote(ask, fwd, rev)
+                    run.matches.append(res)
+                    replies.append(res)
+                    continue
             got = [(order, pair_out[idx]) for order, idx in r]
             res = _match_result(ask, got)
             run.matches.append(res)
@@ -719,16 +726,17 @@ def _score_result(ask: Score, got: list) -> ScoreResult:
 
 
 def _mean(xs: Sequence[float]) -> float:
-    """``float(np.mean(xs))``, bit for bit, without numpy's per-call cost for 1 or 2 values (a
-    match's orders, a score's votes). numpy's float64 add-reduce starts from the first value and
-    adds the pairwise sum of the rest, which for fewer than 8 values is ``0.0 + x1 + ...``; hence
-    ``x0 + (0.0 + x1)`` (the ``0.0 +`` matters for signed zeros) divided by the count. Longer
-    lists go to numpy. (numpy's overflow RuntimeWarning is not raised on the short path.)"""
+    """``float(np.mean(xs))``, bit for bit, without numpy's per-call cost for the short lists it
+    runs on (a match's orders, a score's votes). numpy's float64 add-reduce of fewer than 8
+    values is a left fold from ``0.0`` (the ``0.0 +`` matters for signed zeros), then divided by
+    the count (``tests/test_engine_mean.py`` checks 1-8 values, specials included). Longer lists
+    go to numpy. (numpy's overflow RuntimeWarning is not raised on the short path.)"""
     n = len(xs)
-    if n == 1:
-        return (float(xs[0]) + 0.0) / 1.0
-    if n == 2:
-        return (float(xs[0]) + (0.0 + float(xs[1]))) / 2.0
+    if 0 < n < 8:
+        total = 0.0
+        for x in xs:
+            total += float(x)
+        return total / n
     return float(np.mean(xs))
 
 

@@ -199,7 +199,7 @@ def _uniforms(keys: np.ndarray, k: int) -> np.ndarray:
     """(len(keys), k) uniforms in (0, 1), a pure function of each key."""
     out = np.empty((len(keys), k))
     for c in range(k):
-        bits = _mix(keys ^ _mix(np.full_like(keys, c)))
+        bits = _mix(keys ^ _mix(np.full(1, c, dtype=keys.dtype)))  # the column's constant, mixed once
         out[:, c] = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
     return out
 
@@ -226,6 +226,25 @@ def _prompt_keys(requests) -> np.ndarray:
 def _on_grid(x: np.ndarray, grid: int, top: float) -> np.ndarray:
     """``x`` in [0, top] rounded to the nearest of the ``grid + 1`` levels 0, top/grid, …, top."""
     return np.rint(np.clip(x, 0.0, top) * (grid / top)) * (top / grid)
+
+
+def _trajectory_columns(trajs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(index, quality, length, key)``: per distinct trajectory object (by identity, as each is
+    alive in the batch) its true quality, length (float) and content key, and each of ``trajs``'s
+    index into them."""
+    where: dict[int, int] = {}
+    distinct = []
+    index = []
+    for t in trajs:
+        k = where.get(id(t))
+        if k is None:
+            k = where[id(t)] = len(distinct)
+            distinct.append(t)
+        index.append(k)
+    q = np.array([true_quality(t) for t in distinct])
+    lengths = np.array([t.length for t in distinct], dtype=float)
+    keys = np.array([t.key for t in distinct], dtype=np.uint64)
+    return np.array(index, dtype=np.intp), q, lengths, keys
 
 
 def true_quality(traj) -> float:
@@ -282,18 +301,19 @@ class SimulatedJudge(JudgeAccounting):
 
     def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
         cfg = self.config
-        qa = np.array([true_quality(r.a) for r in requests])
-        qb = np.array([true_quality(r.b) for r in requests])
-        la = np.array([r.a.length for r in requests], dtype=float)
-        lb = np.array([r.b.length for r in requests], dtype=float)
-        ea = np.zeros(len(requests))
-        eb = np.zeros(len(requests))
+        n = len(requests)
+        # a wave asks about few trajectories many times: read each one's columns once
+        side, q, lengths, tkeys = _trajectory_columns([r.a for r in requests] + [r.b for r in requests])
+        qa, qb = q[side[:n]], q[side[n:]]
+        la, lb = lengths[side[:n]], lengths[side[n:]]
+        ea = np.zeros(n)
+        eb = np.zeros(n)
         if cfg.pair_noise > 0:
             keys = _combine(
-                np.full(len(requests), cfg.seed, dtype=np.uint64),
+                np.full(n, cfg.seed, dtype=np.uint64),
                 _prompt_keys(requests),
-                np.array([r.a.key for r in requests], dtype=np.uint64),
-                np.array([r.b.key for r in requests], dtype=np.uint64),
+                tkeys[side[:n]],
+                tkeys[side[n:]],
                 np.array([r.sample for r in requests], dtype=np.uint64),
             )
             if cfg.noise_model == "thurstone":
@@ -311,7 +331,7 @@ class SimulatedJudge(JudgeAccounting):
         sa, sb = 10.0 / (1.0 + np.exp(-sa)), 10.0 / (1.0 + np.exp(-sb))
         if cfg.score_grid is not None:
             sa, sb = _on_grid(sa, cfg.score_grid, 10.0), _on_grid(sb, cfg.score_grid, 10.0)
-        return [PairJudgment(float(a), float(b), float(p)) for a, b, p in zip(sa, sb, pa, strict=True)]
+        return [PairJudgment(a, b, p) for a, b, p in zip(sa.tolist(), sb.tolist(), pa.tolist(), strict=True)]
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
         return self._answer(self._score_points, requests)

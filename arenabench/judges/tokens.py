@@ -27,11 +27,20 @@ the part between, B's text, the rest), each memoized, which equals the count of 
 because the byte-level pre-tokenizer never merges across the ``\\n`` that surrounds each piece
 when the piece starts and ends with a non-whitespace character; any other request is encoded
 whole. A test checks the two agree on adversarial texts.
+
+A text of ASCII letters and digits in words separated by single spaces (a tiny policy's
+response, ``"t3 t5 t12"``) is counted as the sum of its pre-tokens' counts, each memoized: the
+byte-level pre-tokenizer (GPT-2's pattern; no normalizer) splits it into exactly the runs
+`` ?[A-Za-z]+`` and `` ?[0-9]+``, and BPE never merges across pre-tokens. A regex split and a few
+lookups cost a quarter of an encode, and every step brings new texts. Only for a tokenizer of
+that shape (checked when the counter is built); a test checks it against the whole encode.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import re
 from collections.abc import Sequence
 
 from arenabench.judges.prompts import render_trajectory, request_messages
@@ -52,6 +61,24 @@ def load_tokenizer(name: str):
     return build_tiny_tokenizer()
 
 
+# a text whose byte-level pre-tokens are its letter and digit runs, each with its leading space
+_PLAIN = re.compile(r"[A-Za-z0-9]+(?: [A-Za-z0-9]+)*")
+_PRE_TOKENS = re.compile(r" ?[A-Za-z]+| ?[0-9]+")
+
+
+def _splits_plain_words(tok) -> bool:
+    """Whether ``tok`` pre-tokenizes plain text into :data:`_PRE_TOKENS`: no normalizer and a
+    byte-level pre-tokenizer with GPT-2's pattern and no added prefix space."""
+    cfg = json.loads(tok.to_str())
+    pre = cfg.get("pre_tokenizer") or {}
+    return (
+        cfg.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True)
+        and not pre.get("add_prefix_space", False)
+    )
+
+
 def _hard(text: str) -> bool:
     """A piece whose count adds up: non-empty, starting and ending with non-whitespace."""
     return bool(text) and not text[0].isspace() and not text[-1].isspace()
@@ -70,8 +97,10 @@ class PromptTokens:
         self.rubric = load_rubric(rubric)
         self.mask_tool_outputs = mask_tool_outputs
         self._counts: dict[str, int] = {}
+        self._pre_tokens: dict[str, int] | None = {} if _splits_plain_words(self.tok) else None
         self._frames: dict[tuple, tuple[str, int, int, int] | None] = {}
-        self._seen: set = set()
+        # the ideal cache's contents: per (query, text before A) prefix sent, the A texts sent after it
+        self._prefixes: dict[tuple[str, str], set[str]] = {}
         self._root: int | None = None  # tokens before the query text: the same for every request
         self._verdicts: dict[tuple[int, int], int] = {}
         self.eos = 1
@@ -80,7 +109,21 @@ class PromptTokens:
         """Tokens of ``text`` (no special tokens added), memoized."""
         n = self._counts.get(text)
         if n is None:
-            n = self._counts[text] = len(self.tok.encode(text, add_special_tokens=False).ids)
+            if self._pre_tokens is not None and _PLAIN.fullmatch(text):  # module doc
+                pieces = _PRE_TOKENS.findall(text)
+                try:
+                    n = sum([self._pre_tokens[p] for p in pieces])
+                except KeyError:  # a piece not seen yet
+                    n = sum(map(self._pre_token, pieces))
+            else:
+                n = len(self.tok.encode(text, add_special_tokens=False).ids)
+            self._counts[text] = n
+        return n
+
+    def _pre_token(self, piece: str) -> int:
+        n = self._pre_tokens.get(piece)
+        if n is None:
+            n = self._pre_tokens[piece] = len(self.tok.encode(piece, add_special_tokens=False).ids)
         return n
 
     def render(self, req: PairRequest) -> str | JudgeFailure:
@@ -113,41 +156,46 @@ class PromptTokens:
     def prefill_batch(self, requests) -> list[tuple[int, int] | None]:
         """(prompt tokens, of which the ideal prefix cache serves) per request, in order; None
         for a request the LLM judges fail before sending (a rubric's missing reference)."""
-        rendered: dict[int, str] = {}  # id(trajectory) -> its judge-visible text (alive in the batch)
+        # id(trajectory) -> its judge-visible text and that text's tokens when they add up
+        # (:func:`_hard`; None otherwise): rendered, checked and counted once per batch, not per
+        # request (the trajectories are alive in the batch, so their ids are unique)
+        texts: dict[int, tuple[str, int | None]] = {}
         for req in requests:
             for t in (req.a, req.b):
-                if id(t) not in rendered:
-                    rendered[id(t)] = render_trajectory(t, self.mask_tool_outputs)
-        for x in rendered.values():
-            if _hard(x):
-                self.count(x)  # one encode per new text (not encode_batch: its thread pool
-                # competes with torch's threads in a trainer)
-        return [self._prefill(req, rendered[id(req.a)], rendered[id(req.b)]) for req in requests]
+                if id(t) not in texts:
+                    x = render_trajectory(t, self.mask_tool_outputs)
+                    # one encode per new text (not encode_batch: its thread pool competes with
+                    # torch's threads in a trainer)
+                    texts[id(t)] = (x, self.count(x) if _hard(x) else None)
+        return [self._prefill(req, *texts[id(req.a)], *texts[id(req.b)]) for req in requests]
 
-    def _prefill(self, req: PairRequest, ta: str, tb: str) -> tuple[int, int] | None:
+    def _prefill(
+        self, req: PairRequest, ta: str, na: int | None, tb: str, nb: int | None
+    ) -> tuple[int, int] | None:
+        """One request's (prompt tokens, cached); ``na`` / ``nb``: A's and B's tokens, None when
+        their text does not add up (then the whole prompt is encoded)."""
         frame = self._frame(req)
-        if frame is not None and _hard(ta) and _hard(tb):
+        if frame is not None and na is not None and nb is not None:
             head, n_head, n_mid, n_tail = frame
-            counts = self._counts
-            n_a = counts[ta] + n_mid
-            total = n_head + n_a + counts[tb] + n_tail
+            n_a = na + n_mid
+            total = n_head + n_a + nb + n_tail
         else:
             text = self.render(req)
             if isinstance(text, JudgeFailure):
                 return None
             head = "\x00no-frame"
             n_head, n_a, total = 0, 0, self.count(text)
-        seen = self._seen
-        cached = self._root_tokens(req) if seen else 0  # the system prompt, shared by all queries
-        if (req.prompt, head) in seen:
+        prefixes = self._prefixes
+        after = prefixes.get((req.prompt, head))
+        if after is None:  # a new prefix: only the system prompt (shared by all queries) is cached
+            cached = self._root_tokens(req) if prefixes else 0
+            prefixes[req.prompt, head] = {ta}
+        else:
             cached = n_head
-            if (req.prompt, head, ta) in seen:
+            if ta in after:
                 cached += n_a
             else:
-                seen.add((req.prompt, head, ta))
-        else:
-            seen.add((req.prompt, head))
-            seen.add((req.prompt, head, ta))
+                after.add(ta)
         return total, cached
 
     def parts(self, req: PairRequest) -> tuple[int, int, int, int] | None:
@@ -177,12 +225,16 @@ class PromptTokens:
         """Add a text-free judge's answered batch to its ``stats``: each request's prefill and
         ideal-cache share, and the assumed reply for its verdict (a request an LLM judge fails
         before sending, e.g. a rubric's missing reference, costs nothing)."""
+        prompt = cached = completion = 0  # integers: summed first, the same totals
         for sent, verdict in zip(self.prefill_batch(requests), replies, strict=True):
             if sent is None:
                 continue
-            stats["prompt_tokens"] += sent[0]
-            stats["cached_prompt_tokens"] += sent[1]
-            stats["completion_tokens"] += self.decode(verdict.score_a, verdict.score_b)
+            prompt += sent[0]
+            cached += sent[1]
+            completion += self.decode(verdict.score_a, verdict.score_b)
+        stats["prompt_tokens"] += prompt
+        stats["cached_prompt_tokens"] += cached
+        stats["completion_tokens"] += completion
 
     def decode(self, score_a: float, score_b: float) -> int:
         """Tokens of the assumed verdict-only reply (module doc), end-of-sequence included."""

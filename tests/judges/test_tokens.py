@@ -142,3 +142,23 @@ def test_fitted_judge_rewards_are_bit_identical_with_and_without_counting(spec):
         assert a.reward.tobytes() == b.reward.tobytes() and a.advantage.tobytes() == b.advantage.tobytes()
     assert m_off["judge_prompt_tokens"] == m_off["judge_completion_tokens"] == 0
     assert (m_on["judge_prompt_tokens"] > 0) == (spec != "pointwise")  # pointwise sends no prompt
+
+
+def test_plain_words_count_as_their_pre_tokens_exactly():
+    """The per-pre-token count of plain texts (module doc) equals the whole encode, on random texts
+    over letters, digits and single spaces, on a tiny policy's texts and on near-misses (other
+    characters, doubled or edge spaces) that must take the whole-encode path."""
+    import random
+
+    fresh = PromptTokens()
+    assert fresh._pre_tokens is not None  # the tiny BPE has the shape the fast path needs
+    rng = random.Random(0)
+    alphabets = ["abcxyzABCXYZ0123456789", "t0123456789", "tT15 ab9"]
+    texts = ["t3 t5 t12 t0", "A1b2C3 x", "a  b", " a b", "a b ", "a\tb", "a'b c", "x1.5 y", "ab-cd"]
+    for k in range(3000):
+        words = ["".join(rng.choice(alphabets[k % 3]) for _ in range(rng.randint(1, 6))) for _ in range(8)]
+        texts.append(" ".join(w for w in words if w.strip()) or "x")
+    got = [fresh.count(t) for t in texts]
+    want = [len(fresh.tok.encode(t, add_special_tokens=False).ids) for t in texts]
+    assert got == want
+    assert len(fresh._pre_tokens) > 10  # the fast path ran
