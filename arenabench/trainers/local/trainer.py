@@ -180,18 +180,24 @@ class _Seed:
         self.metrics: dict[str, float] = {}
 
 
-def _same_but_seed(rcs: list[RunConfig]) -> None:
-    """A stacked batch trains one setting: every config equal but for ``seed`` (and display)."""
+# what the runs of one stacked batch share: the loop's shape, the task and the model (everything
+# else — seed, init, reward, judge, engine, probe — each run builds for itself)
+SHARED = ("steps", "prompts_per_step", "group_size", "eval_every", "trainer", "task")
 
-    def key(rc):
-        d = rc.to_dict()
-        return {k: v for k, v in d.items() if k not in ("seed", "progress")}
 
-    first = key(rcs[0])
+def _stackable(rcs: list[RunConfig]) -> None:
+    """The runs of a stacked batch must share :data:`SHARED` and have distinct seeds (a sweep's
+    jobs that differ in their seed only, including what the seed interpolates, e.g. the imperfect
+    teacher's ``init.seed: ${seed}``)."""
+    first = rcs[0].to_dict()
     for rc in rcs[1:]:
-        if key(rc) != first:
-            diff = sorted(k for k in first if first[k] != key(rc)[k])
-            raise ValueError(f"train_seeds: runs must differ only in seed; they differ in {', '.join(diff)}")
+        d = rc.to_dict()
+        diff = [k for k in SHARED if d[k] != first[k]]
+        if diff:
+            shared = ", ".join(SHARED)
+            raise ValueError(
+                f"train_seeds: runs of one batch must share {shared}; they differ in {', '.join(diff)}"
+            )
     seeds = [rc.seed for rc in rcs]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"train_seeds: seeds must be distinct; got {seeds}")
@@ -217,13 +223,13 @@ def train_seeds(
     progress: bool = True,
     on_step: Callable[[int, int, list[Group], Any], None] | None = None,
 ) -> list[dict[str, float]]:
-    """Train S runs of one setting (configs equal but for ``seed``) as one stacked batch
+    """Train S runs of one setting (configs that share :data:`SHARED`: a sweep's seeds) as one stacked batch
     (:mod:`.stacked`); each run logs to its own tracker and returns its own final metrics, and
     each is the run :func:`train` gives for its config alone. ``on_step(s, step, groups, out)``."""
     rcs = [RunConfig.from_mapping(c) for c in cfgs]  # typed, defaults filled; an unknown key fails here
     if not rcs:
         return []
-    _same_but_seed(rcs)
+    _stackable(rcs)
     trackers = list(trackers) if trackers is not None else [None] * len(rcs)
     rc0 = rcs[0]
     for rc in rcs:
@@ -253,7 +259,6 @@ def train_seeds(
     ref_greedy = stacked.sample(
         ref, all_prompts, task.response_len, torch.zeros(task.n_prompts), [r.gen for r in runs]
     ).numpy()
-    max_failed = rc0.engine.max_failed_share
     every = rc0.eval_every
     mask = torch.ones((K * N, task.response_len), dtype=torch.float32)
     temp = torch.full((K * N,), T)
@@ -274,7 +279,8 @@ def train_seeds(
         for s, r in enumerate(runs):
             groups = [task.group(int(p), resp[s, k]) for k, p in enumerate(pids[s])]
             out = r.engine.run(r.constructor, groups, step=step)
-            advs, masked = mask_unreliable(out.results, max_failed)  # groups the judge mostly failed: 0
+            # groups the judge mostly failed: advantage 0
+            advs, masked = mask_unreliable(out.results, r.rc.engine.max_failed_share)
             r.calls += out.stats.judge_calls
             r.failures += out.stats.failures
             r.retries += out.stats.retries

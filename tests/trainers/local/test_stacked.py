@@ -136,7 +136,7 @@ def test_a_seeds_run_is_the_same_alone_and_in_any_batch(reward):
 
 
 def test_a_batch_must_differ_only_in_seed():
-    with pytest.raises(ValueError, match="differ only in seed; they differ in steps"):
+    with pytest.raises(ValueError, match="must share steps, .*; they differ in steps"):
         train_seeds([_cfg(0), _cfg(1, steps=5)], progress=False)
     with pytest.raises(ValueError, match="distinct"):
         train_seeds([_cfg(0), _cfg(0)], progress=False)
