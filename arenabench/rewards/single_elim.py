@@ -11,6 +11,7 @@ from arenabench.rewards.brackets import (
     ANCHOR_SEEDS,
     Seeding,
     anchor_phase,
+    lattice_seeding,
     neutral_seeding,
     one_match_seeding,
     place_anchor_by_head_to_head,
@@ -91,6 +92,8 @@ class SeededSingleElim(Constructor):
             seed_score = one_match_seeding(seed_score, history, group.anchor, rng)
         elif self.anchor_seed == "neutral":
             seed_score = neutral_seeding(seed_score, history, group.anchor)
+        elif self.anchor_seed == "lattice":
+            seed_score = lattice_seeding(seed_score, history, group.anchor, rng)
         seeds = seed_order(seed_score, rng)
         h2h = group.anchor if self.anchor_seed.startswith("h2h") else None
         seeding = Seeding(seed_score, len(history), h2h)
