@@ -10,9 +10,11 @@ rematch as a new judgment (``brackets.rematch``) — except, under the paper's r
 seeded on its mean seeding score, the default), on the integer judge at N = 16 (−0.069 ± 0.019):
 a mean of N − 1 lattice scores sorted among single ones. ``anchor_seed=match`` (the anchor seeded
 on one drawn seeding match) makes the anchor exchangeable with the explorers there: +0.002 ±
-0.014. Not covered: the fitted LLMBar judges repeat a verdict when re-asked, so the anchor's
-bracket games copy its seeding and it is biased under every rule (gpt4_llmbar N = 16 −0.117 ±
-0.021; ``docs/constructors-notes.md``).
+0.014. ``anchor_seed=lattice`` (the mean stochastically rounded onto the replies' score
+lattice) removes it too, keeping the mean's information: −0.007 ± 0.014. Not covered: the
+fitted LLMBar judges repeat a verdict when re-asked, so the anchor's bracket games copy its
+seeding and it is biased under every rule (gpt4_llmbar N = 16: ``mean`` −0.117 ± 0.021,
+``lattice`` +0.041 ± 0.013; ``docs/constructors-notes.md``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ OPEN = pytest.mark.xfail(
     strict=True,
     reason="issue 31: the paper's rule (anchor_seed=mean) on the integer judge at N = 16, anchor mean "
     "advantage -0.069 ± 0.019 (a mean of N-1 integer seeding scores among single ones); "
-    "anchor_seed=match removes it",
+    "anchor_seed=match and anchor_seed=lattice remove it",
 )
 MATCH = "seeded_single_elim:anchor_seed=match"
 LATTICE = "seeded_single_elim:anchor_seed=lattice"
