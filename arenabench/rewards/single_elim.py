@@ -63,10 +63,10 @@ class SeededSingleElim(Constructor):
     recommended: biased on the integer judge at N = 8 (z +4.0, +5.5). ``"lattice"``
     (``brackets.lattice_seeding``): the mean, stochastically rounded onto the score lattice read
     off the judge's replies (expectation the mean, at most one step away), so the anchor ties
-    an explorer as explorers tie each other; on continuous replies it is ``mean`` exactly. The
-    one rule unbiased in all four simulated cells (integer N = 16 −0.007 ± 0.014) with no τ
-    cell significantly worse than ``mean``; on the LLMBar fits, which repeat their verdicts, it
-    leaves an upward bias (+0.04…+0.05 at N = 16) as every rule leaves one there.
+    an explorer as explorers tie each other; on continuous replies it is ``mean`` exactly.
+    Unbiased in all four simulated cells (integer N = 16 −0.007 ± 0.014) at 0.005–0.009 τ on
+    the integer judge (none on continuous ones); on the LLMBar fits, which repeat their
+    verdicts, it leaves an upward bias (+0.04…+0.05 at N = 16) as every rule leaves one there.
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
