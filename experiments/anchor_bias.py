@@ -12,7 +12,7 @@ Two measurements, for every rule in ``--rules`` (``seeded_single_elim:anchor_see
   mean difference, its 95% t interval and the paired-t p.
 
 Writes ``<out>/bias.csv``, ``<out>/fidelity.csv`` and ``<out>/anchor_bias.md``.
-Run: ``python experiments/anchor_bias.py --out results/anchor_bias`` (~10 min on one core).
+Run: ``python experiments/anchor_bias.py --out results/anchor_bias`` (~20 min on one core).
 """
 
 from __future__ import annotations
@@ -87,9 +87,9 @@ def fidelity(rules: list[str], base: str, n: int, judge: str, groups: int) -> li
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/anchor_bias")
-    ap.add_argument("--rules", default="mean,match,neutral,h2h,h2h_tier")
+    ap.add_argument("--rules", default="mean,match,neutral,h2h,h2h_tier,lattice")
     ap.add_argument("--base", default="mean", help="the rule each one is paired with in fidelity")
-    ap.add_argument("--judges", default="calibrated,integer,gpt4_llmbar")
+    ap.add_argument("--judges", default="calibrated,integer,gpt4_llmbar,chatgpt_llmbar,gpt4turbo_mtbench")
     ap.add_argument("--sizes", default="8,16")
     ap.add_argument("--groups", type=int, default=4000, help="equal-quality groups per bias cell")
     ap.add_argument("--fidelity-groups", type=int, default=500)

@@ -16,8 +16,10 @@ permutation, never by index.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -48,7 +50,76 @@ def anchor_phase(c: Constructor, group: Group):
 
 
 # seeded_single_elim: the anchor's seeding rule (h2h, h2h_tier: seeded on the mean, see head_to_head)
-ANCHOR_SEEDS = ("mean", "match", "neutral", "h2h", "h2h_tier")
+ANCHOR_SEEDS = ("mean", "match", "neutral", "h2h", "h2h_tier", "lattice")
+
+# reply_lattice: the largest denominator a score may have to count as on a lattice, and how close
+# (relative) it must be to that fraction. An integer rubric (0–G per side) averaged over V votes
+# has denominators up to G·V, and the float error of such an average is ~1e-16; a continuous
+# judge's score up to 20 lands this close to a fraction with a denominator up to 1,000 with
+# probability ~1e-5 (3·10^5 such fractions per unit), and every score of the phase must.
+LATTICE_MAX_DENOMINATOR = 1000
+LATTICE_RTOL = 1e-12
+
+
+def reply_lattice(values) -> Fraction | None:
+    """The judge's reply resolution read off its replies: the largest step q such that every
+    finite value in ``values`` is an integer multiple of q (their rational gcd), or None when a
+    value is not a fraction with a denominator up to ``LATTICE_MAX_DENOMINATOR`` (a continuous
+    judge) or every value is 0 (no step seen). An integer rubric gives 1, a verdict judge's
+    1 / ½ / 0 gives ½ (or 1 without ties), V votes averaged give a step V times finer."""
+    fracs = []
+    for v in values:
+        if not math.isfinite(v):
+            continue
+        f = Fraction(v).limit_denominator(LATTICE_MAX_DENOMINATOR)
+        if abs(float(f) - v) > LATTICE_RTOL * max(1.0, abs(v)):
+            return None
+        fracs.append(f)
+    den = math.lcm(*(f.denominator for f in fracs)) if fracs else 1
+    step = math.gcd(*(int(f * den) for f in fracs)) if fracs else 0
+    return Fraction(step, den) if step else None
+
+
+def lattice_seeding(score: np.ndarray, results: list, anchor: int, rng: np.random.Generator) -> np.ndarray:
+    """``score`` (``anchor_phase``'s) with the anchor's mean put on the explorers' score lattice by
+    unbiased (stochastic) rounding: with the judge's reply resolution q (``reply_lattice`` of the
+    successful seeding matches' summed scores and per-order samples) and the anchor's exact mean
+    m between lattice points k·q < m < (k+1)·q, the anchor's value is (k+1)·q with probability
+    (m − k·q) / q, else k·q — one draw of the group's ``rng``, made only when m is off the
+    lattice. On a continuous judge (no lattice) or with m on the lattice the entry is the mean,
+    as ``mean``. NaN (no successful seeding match) stays NaN.
+
+    Why (``seeded_single_elim:anchor_seed=lattice``, issue 31.3): under ``mean`` the anchor's
+    value is off the integer lattice every explorer's seeding score and tier key sit on, so it
+    never ties one — its tied bracket games are "decided by evidence" and never pooled, while the
+    explorers' tied games on the lattice coin-flip and share a rank (38% vs 88% of groups share a
+    rank at integer N = 16). On the lattice the anchor ties as an explorer ties, and every later
+    rule (``seed_order``'s permutation, ``decide``, ``pool_ranks``) treats its ties as theirs.
+    Stochastic rounding keeps what the mean knows: its expectation is the mean, and it moves the
+    value at most one step (``match`` draws a whole match score instead); rounding to the nearest
+    point would put a skewed group's anchor at the mode every time — a bias of its own. The
+    value is ``float`` of an exact lattice point, equal to an explorer's float score at that
+    point when the lattice is dyadic (integers, halves: every preset and fit here)."""
+    a = anchor
+    out = np.array(score, dtype=float)
+    ok = split_failures(results)[0]
+    if not ok or not np.isfinite(out[a]):
+        return out
+    values = [s for m in ok for s in (m.score_i, m.score_j)]
+    values += [s for m in ok for pair in m.samples for s in pair]
+    q = reply_lattice(values)
+    if q is None:
+        return out
+    own = [
+        Fraction(m.score_j if m.j == a else m.score_i).limit_denominator(LATTICE_MAX_DENOMINATOR) for m in ok
+    ]
+    mean = sum(own, Fraction(0)) / len(own)
+    k = math.floor(mean / q)
+    frac = mean / q - k  # in [0, 1): the chance of the upper lattice point
+    if frac:
+        k += int(rng.random() < frac)
+    out[a] = float(k * q)
+    return out
 
 
 def neutral_seeding(score: np.ndarray, results: list, anchor: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from arenabench.rewards.brackets import (
     ANCHOR_SEEDS,
     Seeding,
     anchor_phase,
+    lattice_seeding,
     neutral_seeding,
     one_match_seeding,
     place_anchor_by_head_to_head,
@@ -59,7 +60,13 @@ class SeededSingleElim(Constructor):
     almost never equals an explorer's and its tied games escape the no-information pooling.
     ``"h2h_tier"``: ``h2h`` plus the anchor placed inside its tier by its seeding games against
     its tier-mates (``brackets.place_anchor_by_head_to_head``). Both measured, neither
-    recommended: biased on the integer judge at N = 8 (z +4.0, +5.5).
+    recommended: biased on the integer judge at N = 8 (z +4.0, +5.5). ``"lattice"``
+    (``brackets.lattice_seeding``): the mean, stochastically rounded onto the score lattice read
+    off the judge's replies (expectation the mean, at most one step away), so the anchor ties
+    an explorer as explorers tie each other; on continuous replies it is ``mean`` exactly.
+    Unbiased in all four simulated cells (integer N = 16 −0.007 ± 0.014) at 0.005–0.009 τ on
+    the integer judge (none on continuous ones); on the LLMBar fits, which repeat their
+    verdicts, it leaves an upward bias (+0.04…+0.05 at N = 16) as every rule leaves one there.
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
@@ -91,6 +98,8 @@ class SeededSingleElim(Constructor):
             seed_score = one_match_seeding(seed_score, history, group.anchor, rng)
         elif self.anchor_seed == "neutral":
             seed_score = neutral_seeding(seed_score, history, group.anchor)
+        elif self.anchor_seed == "lattice":
+            seed_score = lattice_seeding(seed_score, history, group.anchor, rng)
         seeds = seed_order(seed_score, rng)
         h2h = group.anchor if self.anchor_seed.startswith("h2h") else None
         seeding = Seeding(seed_score, len(history), h2h)

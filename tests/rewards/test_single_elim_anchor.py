@@ -10,9 +10,11 @@ rematch as a new judgment (``brackets.rematch``) — except, under the paper's r
 seeded on its mean seeding score, the default), on the integer judge at N = 16 (−0.069 ± 0.019):
 a mean of N − 1 lattice scores sorted among single ones. ``anchor_seed=match`` (the anchor seeded
 on one drawn seeding match) makes the anchor exchangeable with the explorers there: +0.002 ±
-0.014. Not covered: the fitted LLMBar judges repeat a verdict when re-asked, so the anchor's
-bracket games copy its seeding and it is biased under every rule (gpt4_llmbar N = 16 −0.117 ±
-0.021; ``docs/constructors-notes.md``).
+0.014. ``anchor_seed=lattice`` (the mean stochastically rounded onto the replies' score
+lattice) removes it too, keeping the mean's information: −0.007 ± 0.014. Not covered: the
+fitted LLMBar judges repeat a verdict when re-asked, so the anchor's bracket games copy its
+seeding and it is biased under every rule (gpt4_llmbar N = 16: ``mean`` −0.117 ± 0.021,
+``lattice`` +0.041 ± 0.013; ``docs/constructors-notes.md``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ import pytest
 from conftest import make_group
 
 from arenabench import Engine, judges, rewards
-from arenabench.rewards.brackets import Seeding, neutral_seeding, one_match_seeding, seed_order, tier_scores
+from arenabench.rewards.brackets import (
+    Seeding,
+    lattice_seeding,
+    neutral_seeding,
+    one_match_seeding,
+    reply_lattice,
+    seed_order,
+    tier_scores,
+)
 from arenabench.sim import equal_quality_groups
 from arenabench.types import MatchResult
 
@@ -36,9 +46,10 @@ OPEN = pytest.mark.xfail(
     strict=True,
     reason="issue 31: the paper's rule (anchor_seed=mean) on the integer judge at N = 16, anchor mean "
     "advantage -0.069 ± 0.019 (a mean of N-1 integer seeding scores among single ones); "
-    "anchor_seed=match removes it",
+    "anchor_seed=match and anchor_seed=lattice remove it",
 )
 MATCH = "seeded_single_elim:anchor_seed=match"
+LATTICE = "seeded_single_elim:anchor_seed=lattice"
 
 
 @pytest.mark.slow
@@ -53,6 +64,10 @@ MATCH = "seeded_single_elim:anchor_seed=match"
         (MATCH, 8, "integer"),
         (MATCH, 16, "calibrated"),
         (MATCH, 16, "integer"),
+        (LATTICE, 8, "calibrated"),
+        (LATTICE, 8, "integer"),
+        (LATTICE, 16, "calibrated"),
+        (LATTICE, 16, "integer"),
         # test_ties.py's 400-group check, powered (see POWERED there)
         ("double_elim", 8, "calibrated"),
         ("double_elim", 8, "integer"),
@@ -64,8 +79,10 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     paper's rule z = +0.17 / −0.72 (calibrated), −0.41 / −3.56 (integer, N = 16 a strict xfail:
     it fails loudly if fixed); ``anchor_seed=match`` z = +1.45 / +0.61 (calibrated), −0.97 /
     +0.14 (integer; re-measured for issue 31.3, ``results/anchor_bias/``); double elimination
-    (N = 8) z = +0.35, +1.53. ``anchor_seed=neutral``, ``h2h`` and ``h2h_tier`` are not here: they
-    are biased (integer N = 8 z = +3.6, +4.0, +5.5), measured in ``results/anchor_bias/``."""
+    (N = 8) z = +0.35, +1.53; ``anchor_seed=lattice`` z = +0.17 / −0.72 (calibrated: no lattice,
+    the paper's rule exactly), −0.55 / −0.52 (integer). ``anchor_seed=neutral``, ``h2h`` and
+    ``h2h_tier`` are not here: they are biased (integer N = 8 z = +3.6, +4.0, +5.5), measured in
+    ``results/anchor_bias/``."""
     engine = Engine(judges.get(preset, seed=4), seed=0)
     groups = equal_quality_groups(GROUPS, n)
     adv0 = []
@@ -236,3 +253,109 @@ def test_h2h_tier_places_the_anchor_among_its_tier_mates_by_their_seeding_games(
     assert place_anchor_by_head_to_head(rank, alone, a, seeding).tolist() == rank.tolist()
     unranked = np.array([math.nan, 1, 2, 3, 4, 0])
     assert np.array_equal(place_anchor_by_head_to_head(unranked, depth, a, seeding), unranked, equal_nan=True)
+
+
+def test_reply_lattice_is_the_rational_gcd_of_the_replies():
+    """``reply_lattice``: integer scores give step 1 (2 if every one is even: a group's replies
+    are all it sees), halves ½, an average over 3 votes ⅓; NaN is skipped; a continuous
+    score, or only zeros, gives None."""
+    from fractions import Fraction
+
+    assert reply_lattice([16.0, 17.0, 18.0, 3.0]) == 1
+    assert reply_lattice([16.0, 18.0, 4.0]) == 2
+    assert reply_lattice([1.0, 0.5, 2.0, 0.0]) == Fraction(1, 2)
+    assert reply_lattice([17 / 3, 6.0, math.nan]) == Fraction(1, 3)
+    assert reply_lattice([16.0, 17.0, 16.31415926]) is None
+    assert reply_lattice([0.0, 0.0]) is None and reply_lattice([]) is None
+
+
+def _seeding_results(a, anchor_scores, explorer_scores):
+    """Explorer x vs the anchor; each summed score split over the two orders as whole points
+    and the rest (an integer rubric's replies when the scores are integers)."""
+
+    def split(t):
+        return (math.floor(t / 2), t - math.floor(t / 2))
+
+    return [
+        MatchResult(x, a, e, s, samples=list(zip(split(e), split(s), strict=True)))
+        for x, (s, e) in enumerate(zip(anchor_scores, explorer_scores, strict=True), start=1)
+    ]
+
+
+def test_lattice_rounds_the_anchors_mean_to_a_neighbouring_lattice_point_keeping_its_expectation():
+    """``lattice_seeding``: the anchor's seeding scores 16, 16, 17 (mean 49/3) on the integer
+    lattice become 17 with probability 1/3, else 16 (6,000 draws: within 4 SE), so the mean
+    of the value is the anchor's mean; the explorers' entries and a failed match's NaN are
+    untouched, and the failed match is out of the anchor's mean."""
+    a = 0
+    results = _seeding_results(a, [16.0, 16.0, 17.0], [17.0, 18.0, 16.0])
+    results.append(MatchResult(4, a, math.nan, math.nan, failed=True))
+    score = np.array([49 / 3, 17.0, 18.0, 16.0, math.nan])
+    ups = 0
+    for seed in range(6000):
+        out = lattice_seeding(score, results, a, np.random.default_rng(seed))
+        assert np.array_equal(out[1:], score[1:], equal_nan=True)
+        assert out[a] in (16.0, 17.0)
+        ups += out[a] == 17.0
+    sd = math.sqrt(6000 * (1 / 3) * (2 / 3))
+    assert abs(ups - 2000) <= 4 * sd, ups
+
+
+def test_lattice_draws_nothing_on_the_lattice_or_on_a_continuous_judge():
+    """A mean on the lattice (16, 18 on the lattice of halves that 16.5 reveals) stays, and a
+    continuous judge's mean stays the mean: no draw from the group's rng either way. A verdict
+    judge's lattice (a ½ from a tied order) rounds the mean 5/3 to 1.5 or 2."""
+    a = 0
+    for anchor_scores, explorer_scores, want in [
+        ([16.0, 18.0], [16.5, 17.0], 17.0),
+        ([16.1234567, 17.7654321], [16.5, 17.0], (16.1234567 + 17.7654321) / 2),
+    ]:
+        results = _seeding_results(a, anchor_scores, explorer_scores)
+        score = np.array([float(np.mean(anchor_scores)), *explorer_scores])
+        rng = np.random.default_rng(5)
+        out = lattice_seeding(score, results, a, rng)
+        assert out[a] == want and rng.random() == np.random.default_rng(5).random()
+    results = [
+        MatchResult(1, a, 0.0, 2.0, samples=[(0.0, 1.0), (0.0, 1.0)]),
+        MatchResult(2, a, 0.5, 1.5, samples=[(0.5, 0.5), (0.0, 1.0)]),
+        MatchResult(a, 3, 2.0, 0.0, samples=[(1.0, 0.0), (1.0, 0.0)]),
+    ]  # the anchor: 2, 1.5, 2 -> mean 11/6, between 1.5 and 2
+    vals = {
+        lattice_seeding(np.array([11 / 6, 0, 0.5, 0]), results, a, np.random.default_rng(s))[a]
+        for s in range(50)
+    }
+    assert vals == {1.5, 2.0}
+    nan = np.array([math.nan, math.nan])
+    failed = [MatchResult(1, a, math.nan, math.nan, failed=True)]
+    assert np.isnan(lattice_seeding(nan, failed, a, np.random.default_rng(0))).all()
+
+
+def test_lattice_is_the_papers_rule_on_continuous_replies_and_pools_the_anchor_like_an_explorer():
+    """On ``calibrated`` (continuous replies) ``anchor_seed=lattice`` gives the ranks of the
+    default bit for bit. On ``integer`` at N = 16 the anchor shares a rank (a pooled coin-flip
+    game, or equal keys) about as often as an explorer does — under the paper's rule it shared
+    one in 38% of groups, an explorer in 88% (issue 31.3's diagnosis) — 300 equal-quality
+    groups, seeds as the slow test: the anchor's share is within 0.08 of the explorers'."""
+    groups = equal_quality_groups(300, 16)
+    cal = Engine(judges.get("calibrated", seed=4), seed=0)
+    for r, s in zip(
+        cal.run(rewards.from_spec(LATTICE), groups[:100]).results,
+        cal.run(rewards.get("seeded_single_elim"), groups[:100]).results,
+        strict=True,
+    ):
+        assert np.array_equal(r.rank, s.rank) and np.array_equal(r.advantage, s.advantage)
+    integer = Engine(judges.get("integer", seed=4), seed=0)
+
+    def shares(spec):
+        shared = np.array(
+            [
+                [np.sum(r.rank == r.rank[i]) > 1 for i in range(16)]
+                for r in integer.run(rewards.from_spec(spec), groups).results
+            ]
+        )
+        return shared[:, 0].mean(), shared[:, 1:].mean()
+
+    anchor, explorers = shares(LATTICE)
+    assert abs(anchor - explorers) <= 0.08, (anchor, explorers)
+    anchor_mean, explorers_mean = shares("seeded_single_elim")
+    assert explorers_mean - anchor_mean >= 0.3, (anchor_mean, explorers_mean)
