@@ -135,6 +135,26 @@ def test_a_seeds_run_is_the_same_alone_and_in_any_batch(reward):
     assert finals[0]["quality_mean"] == alone.rows[-1][1]["quality_mean"]
 
 
+def test_what_a_seed_interpolates_may_differ_within_a_batch():
+    """A sweep's seeds can carry seed-dependent settings (table2_imperfect: ``init.seed: ${seed}``);
+    each run builds its own init, judge and constructor, so only the loop's shape, the task and the
+    model must be shared — and the run is still the one it is alone."""
+
+    def cfg(seed):
+        c = _cfg(seed)
+        c["judge"] = dict(c["judge"], seed=100 + seed)
+        return c
+
+    alone = _Log()
+    train(cfg(3), tracker=alone, progress=False)
+    logs = [_Log(), _Log()]
+    train_seeds([cfg(0), cfg(3)], logs, progress=False)
+    assert logs[1].rows == alone.rows
+    other = _cfg(1) | {"task": {"name": "preference", "n_prompts": 16}}
+    with pytest.raises(ValueError, match="they differ in task"):
+        train_seeds([_cfg(0), other], progress=False)
+
+
 def test_a_batch_must_differ_only_in_seed():
     with pytest.raises(ValueError, match="must share steps, .*; they differ in steps"):
         train_seeds([_cfg(0), _cfg(1, steps=5)], progress=False)
