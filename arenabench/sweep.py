@@ -57,16 +57,12 @@ def warm() -> None:
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # imports torch._dynamo (~1 s)
 
 
-def execute_job(idx, overrides, hydra_context, config, task_function, singleton_state) -> tuple[Any, dict]:
-    """One job in a worker: the same steps as joblib's launcher, its output sent to files."""
+def _job_config(idx, overrides, hydra_context, config):
+    """Job ``idx``'s sweep config (hydra's job id and number set, as joblib's launcher does), made
+    the current hydra config, and its job dir (created)."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import run_job, setup_globals
     from omegaconf import OmegaConf, open_dict
 
-    started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
-    setup_globals()
-    Singleton.set_state(singleton_state)
     sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
@@ -76,6 +72,18 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
         OmegaConf.select(sweep_config, "hydra.sweep.subdir")
     )
     job_dir.mkdir(parents=True, exist_ok=True)
+    return sweep_config, job_dir
+
+
+def execute_job(idx, overrides, hydra_context, config, task_function, singleton_state) -> tuple[Any, dict]:
+    """One job in a worker: the same steps as joblib's launcher, its output sent to files."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import run_job, setup_globals
+
+    started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    sweep_config, job_dir = _job_config(idx, overrides, hydra_context, config)
     LAST_JOB.clear()
     with (
         open(job_dir / "console.log", "a", encoding="utf-8") as out,
@@ -149,10 +157,8 @@ def execute_bundle(idxs, overrides, hydra_context, config, singleton_state) -> l
     dumps, validation, skip check), then the prepared ones train together
     (:func:`arenabench.train.run_jobs`). Returns a (``JobReturn``, info) per job, as
     :func:`execute_job` does."""
-    from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, configure_log, run_job, setup_globals
-    from omegaconf import OmegaConf, open_dict
 
     from arenabench.train import prepare_job, run_jobs
 
@@ -161,15 +167,7 @@ def execute_bundle(idxs, overrides, hydra_context, config, singleton_state) -> l
     Singleton.set_state(singleton_state)
     rets, dirs = [], []
     for idx, ov in zip(idxs, overrides, strict=True):
-        sweep_config = hydra_context.config_loader.load_sweep_config(config, list(ov))
-        with open_dict(sweep_config):
-            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
-            sweep_config.hydra.job.num = idx
-        HydraConfig.instance().set_config(sweep_config)
-        job_dir = Path(str(OmegaConf.select(sweep_config, "hydra.sweep.dir"))) / str(
-            OmegaConf.select(sweep_config, "hydra.sweep.subdir")
-        )
-        job_dir.mkdir(parents=True, exist_ok=True)
+        sweep_config, job_dir = _job_config(idx, ov, hydra_context, config)
         with (
             open(job_dir / "console.log", "a", encoding="utf-8") as out,
             contextlib.redirect_stdout(out),
