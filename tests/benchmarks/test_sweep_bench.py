@@ -26,6 +26,6 @@ def test_arm_finals_pair_each_seeds_last_value_across_the_paths():
     before = {("a", "0"): run(1.0), ("a", "1"): run(3.0), ("b", "0"): run(2.0)}
     after = {("a", "0"): run(2.0), ("a", "1"): run(5.0), ("b", "0"): run(2.5)}
     a, b = arm_finals(before, after)
-    assert (a["arm"], a["seeds"], a["before"], a["after"], a["diff"]) == ("a", 2, 2.0, 3.5, 1.5)
+    assert (a["arm"], a["seeds"], a["before"], a["after"], a["diff"], a["same"]) == ("a", 2, 2.0, 3.5, 1.5, 0)
     assert (a["before_se"], a["after_se"], a["diff_se"]) == pytest.approx((1.0, 1.5, 0.5))  # std(ddof=1)/√2
     assert (b["diff"], b["seeds"]) == (0.5, 1) and b["diff_se"] != b["diff_se"]  # one seed: no SE
