@@ -116,8 +116,9 @@ def arm_finals(before: dict, after: dict, metric: str = "eval_sampled_quality") 
         n = len(seeds)
         d = a - b
         out.append({"arm": arm, "seeds": n, "same": int((a == b).sum()),
-                    "before": float(b.mean()), "before_se": _se(b), "after": float(a.mean()), "after_se": _se(a), "diff": float(d.mean()),
-                    "diff_se": _se(d)})  # fmt: skip
+                    "before": float(b.mean()), "before_se": _se(b),
+                    "after": float(a.mean()), "after_se": _se(a),
+                    "diff": float(d.mean()), "diff_se": _se(d)})  # fmt: skip
     return out
 
 
