@@ -93,11 +93,12 @@ class TinyLM(nn.Module):
         return self.ln(x) @ self.tok.weight.T
 
 
-def response_logits(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float):
+def response_logits(model, prompts: torch.Tensor, responses: torch.Tensor, temperature: float):
     """log π(· | prompt, y_<t) at every response position at the sampling temperature,
-    shape [B, L, vocab] (one forward pass: the trainer reads log-probs and entropy off it)."""
-    seq = torch.cat([prompts, responses], dim=1)
-    logits = model(seq[:, :-1])[:, prompts.shape[1] - 1 :] / temperature
+    shape [B, L, vocab] (one forward pass: the trainer reads log-probs and entropy off it).
+    Leading axes pass through: a ``StackedLM`` with [S, B, ·] tokens gives [S, B, L, vocab]."""
+    seq = torch.cat([prompts, responses], dim=-1)
+    logits = model(seq[..., :-1])[..., prompts.shape[-1] - 1 :, :] / temperature
     return F.log_softmax(logits, dim=-1)
 
 
@@ -108,8 +109,9 @@ def response_logprobs(model: TinyLM, prompts: torch.Tensor, responses: torch.Ten
 
 
 def token_logprobs(logp: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
-    """The [B, L] log-probs of ``responses`` out of :func:`response_logits`'s [B, L, vocab]."""
-    return torch.gather(logp, 2, responses.unsqueeze(-1)).squeeze(-1)
+    """The [B, L] log-probs of ``responses`` out of :func:`response_logits`'s [B, L, vocab] (and
+    [S, B, L] out of [S, B, L, vocab])."""
+    return torch.gather(logp, -1, responses.unsqueeze(-1)).squeeze(-1)
 
 
 @torch.no_grad()

@@ -84,7 +84,8 @@ class StackedLM(nn.Module):
         return cls(models)
 
     def model(self, s: int) -> TinyLM:
-        """Seed ``s``'s weights as a TinyLM (a copy: checkpoints, hashes, the AGR reference)."""
+        """A copy of seed ``s``'s weights as a TinyLM (to save or inspect one seed; the trainer
+        itself never needs it)."""
         m = TinyLM(self.vocab, self.max_len, self.d, self.n_layer, self.n_head, self.tied)
         state = {key: getattr(self, name)[s].detach().clone() for key, name in self.names.items()}
         m.load_state_dict(state | {"causal": self.causal.clone()})
@@ -142,9 +143,9 @@ class StackedLM(nn.Module):
     @staticmethod
     def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """softmax(q kᵀ / √hd + mask) v (q: [n, H, t, hd]; k, v: [n·H, tk, hd]) with batched
-        matmuls over every (row, head): at these
-        sizes ~35% less CPU than ``scaled_dot_product_attention``'s CPU flash kernel, forward and
-        backward (``benchmarks/batch_ceiling.py``)."""
+        matmuls over every (row, head): at the table2 sizes ~35% less CPU than
+        ``scaled_dot_product_attention``'s CPU flash kernel, forward and backward (an ad hoc
+        measurement during issue 28, docs/performance.md round 3; not a committed benchmark)."""
         n, h, t, hd = q.shape
         tk = k.shape[1]
         a = torch.baddbmm(
@@ -169,19 +170,6 @@ class StackedLM(nn.Module):
         for i in range(self.n_layer):
             x = self._block(i, x, start, cache)
         return self._head(x)
-
-
-def response_logits(model: StackedLM, prompts: torch.Tensor, responses: torch.Tensor, temperature: float):
-    """[S, B, L, vocab] log π_T(· | prompt, y_<t) at every response position (policy.response_logits
-    per seed)."""
-    seq = torch.cat([prompts, responses], dim=-1)
-    logits = model(seq[..., :-1])[:, :, prompts.shape[-1] - 1 :] / temperature
-    return F.log_softmax(logits, dim=-1)
-
-
-def token_logprobs(logp: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
-    """The [S, B, L] log-probs of ``responses`` out of :func:`response_logits`."""
-    return torch.gather(logp, -1, responses.unsqueeze(-1)).squeeze(-1)
 
 
 def exp_draws(gens: Sequence[torch.Generator] | torch.Generator, shape: tuple[int, int]) -> torch.Tensor:

@@ -27,7 +27,7 @@ from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
 from arenabench.trainers.local import stacked
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.judge_map import map_judge_to_start
-from arenabench.trainers.local.policy import TinyLM, sample
+from arenabench.trainers.local.policy import TinyLM, response_logits, sample, token_logprobs
 from arenabench.trainers.local.sft import load_init
 from arenabench.trainers.local.stacked import StackedLM
 from arenabench.trainers.local.step_metrics import (
@@ -293,10 +293,10 @@ def train_seeds(
         # seed's own. The first pass's forward (pre-update) also gives old_logp and the sampling
         # policy's entropy, one forward fewer per step.
         with torch.no_grad():
-            ref_logp = stacked.token_logprobs(stacked.response_logits(ref, prompts, responses, T), responses)
+            ref_logp = token_logprobs(response_logits(ref, prompts, responses, T), responses)
         for epoch in range(tc.epochs):
-            logits = stacked.response_logits(policy, prompts, responses, T)
-            logp = stacked.token_logprobs(logits, responses)
+            logits = response_logits(policy, prompts, responses, T)
+            logp = token_logprobs(logits, responses)
             if epoch == 0:
                 old_logp = logp.detach()
                 entropy = [logits_entropy(logits[s].detach()) for s in range(S)]

@@ -174,6 +174,6 @@ def test_the_response_logits_match_the_single_models():
     prompts = torch.randint(0, 16, (2, 6, 4), generator=torch.Generator().manual_seed(4))
     resp = torch.randint(0, 16, (2, 6, 8), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
-        got = stacked.response_logits(st, prompts, resp, 0.7)
+        got = response_logits(st, prompts, resp, 0.7)  # the same function, leading seed axis
         want = torch.stack([response_logits(m, prompts[s], resp[s], 0.7) for s, m in enumerate(ms)])
     assert torch.allclose(got, want, atol=1e-5, rtol=0)
