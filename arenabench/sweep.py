@@ -57,10 +57,12 @@ def warm() -> None:
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # imports torch._dynamo (~1 s)
 
 
-def _job_config(idx, overrides, hydra_context, config):
-    """Job ``idx``'s sweep config (hydra's job id and number set, as joblib's launcher does), made
-    the current hydra config, and its job dir (created)."""
+def _run_hydra_job(idx, overrides, hydra_context, config, task_function):
+    """Job ``idx`` as joblib's launcher runs it — its sweep config (hydra's job id and number
+    set) made current, its job dir created, hydra's ``run_job`` with ``task_function`` — its
+    output sent to ``<job dir>/console.log``. Returns (JobReturn, sweep config, job dir)."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import run_job
     from omegaconf import OmegaConf, open_dict
 
     sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
@@ -72,19 +74,6 @@ def _job_config(idx, overrides, hydra_context, config):
         OmegaConf.select(sweep_config, "hydra.sweep.subdir")
     )
     job_dir.mkdir(parents=True, exist_ok=True)
-    return sweep_config, job_dir
-
-
-def execute_job(idx, overrides, hydra_context, config, task_function, singleton_state) -> tuple[Any, dict]:
-    """One job in a worker: the same steps as joblib's launcher, its output sent to files."""
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import run_job, setup_globals
-
-    started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
-    setup_globals()
-    Singleton.set_state(singleton_state)
-    sweep_config, job_dir = _job_config(idx, overrides, hydra_context, config)
-    LAST_JOB.clear()
     with (
         open(job_dir / "console.log", "a", encoding="utf-8") as out,
         contextlib.redirect_stdout(out),
@@ -97,6 +86,19 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
             job_dir_key="hydra.sweep.dir",
             job_subdir_key="hydra.sweep.subdir",
         )
+    return ret, sweep_config, job_dir
+
+
+def execute_job(idx, overrides, hydra_context, config, task_function, singleton_state) -> tuple[Any, dict]:
+    """One job in a worker: the same steps as joblib's launcher, its output sent to files."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import setup_globals
+
+    started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    LAST_JOB.clear()
+    ret, _, job_dir = _run_hydra_job(idx, overrides, hydra_context, config, task_function)
     info = {
         "started": started,
         "wall_s": time.perf_counter() - t0,
@@ -158,34 +160,21 @@ def execute_bundle(idxs, overrides, hydra_context, config, singleton_state) -> l
     (:func:`arenabench.train.run_jobs`). Returns a (``JobReturn``, info) per job, as
     :func:`execute_job` does."""
     from hydra.core.singleton import Singleton
-    from hydra.core.utils import JobStatus, configure_log, run_job, setup_globals
+    from hydra.core.utils import JobStatus, configure_log, setup_globals
 
-    from arenabench.train import prepare_job, run_jobs
+    from arenabench.train import job_value, prepare_job, run_jobs
 
     started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
     setup_globals()
     Singleton.set_state(singleton_state)
     rets, dirs = [], []
     for idx, ov in zip(idxs, overrides, strict=True):
-        sweep_config, job_dir = _job_config(idx, ov, hydra_context, config)
-        with (
-            open(job_dir / "console.log", "a", encoding="utf-8") as out,
-            contextlib.redirect_stdout(out),
-            contextlib.redirect_stderr(out),
-        ):
-            rets.append(
-                run_job(
-                    hydra_context=hydra_context,
-                    config=sweep_config,
-                    task_function=prepare_job,
-                    job_dir_key="hydra.sweep.dir",
-                    job_subdir_key="hydra.sweep.subdir",
-                )
-            )
+        ret, sweep_config, job_dir = _run_hydra_job(idx, ov, hydra_context, config, prepare_job)
+        rets.append(ret)
         dirs.append(job_dir)
     ready = [k for k, r in enumerate(rets) if r.status == JobStatus.COMPLETED]
     jobs = [rets[k]._return_value for k in ready]
-    finals: list = []
+    finals: list = [None] * len(jobs)  # stays so if the batch fails
     error: Exception | None = None
     with contextlib.ExitStack() as stack:
         logs = [stack.enter_context(open(dirs[k] / "console.log", "a", encoding="utf-8")) for k in ready]
@@ -200,19 +189,18 @@ def execute_bundle(idxs, overrides, hydra_context, config, singleton_state) -> l
 
                 traceback.print_exc()
                 error = exc
-    for k, job in zip(ready, jobs, strict=True):
+    extra: list[dict] = [{} for _ in rets]  # each trained job's final metrics for its console line
+    for k, job, final in zip(ready, jobs, finals, strict=True):
         if error is not None:
             rets[k].status, rets[k].return_value = JobStatus.FAILED, error
             continue
-        final = finals.pop(0)
-        rets[k].return_value = final.get("eval_win_rate", float("nan"))
-        rets[k].info = {"final": {**final, "steps": job.run.steps}, "skipped": job.skipped is not None}
+        rets[k].return_value = job_value(final)
+        extra[k] = {"final": {**final, "steps": job.run.steps}, "skipped": job.skipped is not None}
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out = []
-    for r, d in zip(rets, dirs, strict=True):
+    for r, d, more in zip(rets, dirs, extra, strict=True):
         info = {"started": started, "wall_s": wall, "cpu_s": cpu / len(rets), "pid": os.getpid()}
-        info |= {"dir": str(d), "batch": len(rets), **getattr(r, "info", {})}
-        out.append((r, info))
+        out.append((r, info | {"dir": str(d), "batch": len(rets), **more}))
     return out
 
 

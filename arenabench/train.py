@@ -166,44 +166,45 @@ def prepare_job(cfg: DictConfig) -> Job:
     return job
 
 
+def _open_tracker(stack: contextlib.ExitStack, job: Job):
+    """``job``'s MLflow run, opened in ``stack`` (closed FAILED if training raises), its config
+    logged; a recorder that keeps the history for its ``curves.png``."""
+    from arenabench.tracking import Tracker, flatten
+
+    tracker = stack.enter_context(
+        Tracker(
+            job.run.tracking.experiment,
+            run_name=f"{job.tags['setting']} seed={job.run.seed}",
+            params=flatten(job.resolved),
+            tags=job.tags,
+            uri=job.run.tracking.uri,
+            flush_every=job.run.tracking.flush_every,
+            identity=job.identity,
+            create=job.run.tracking.create,
+        )
+    )
+    if tracker.stale_failed:
+        log.warning("closed as FAILED the runs of dead processes: %s", ", ".join(tracker.stale_failed))
+    tracker.log_text(OmegaConf.to_yaml(job.cfg, resolve=True), "config.yaml")
+    return _Recorder(tracker)
+
+
 def run_jobs(jobs: list[Job]) -> list[dict[str, float]]:
-    """Train the jobs that are not skips as one stacked batch (``train_seeds``: they must differ
-    only in seed), each into its own MLflow run; return every job's final metrics in order. A
-    job's numbers are those it gets alone (trainers/local/stacked.py). If training raises, every
-    run of the batch closes FAILED and the error propagates."""
+    """Train the jobs that are not skips as one stacked batch (``train_seeds``: a sweep's seeds,
+    which share the loop's shape, task and model), each into its own MLflow run (none with
+    tracking off); return every job's final metrics in order. A job's numbers are those it gets
+    alone (trainers/local/stacked.py). If training raises, every run of the batch closes FAILED
+    and the error propagates."""
     from arenabench.trainers.local.trainer import train_seeds
 
     todo = [j for j in jobs if j.skipped is None]
     finals: list[dict[str, float]] = []
-    if todo and todo[0].tags is None:  # tracking off (the whole batch: it differs only in seed)
-        finals = train_seeds([j.resolved for j in todo], progress=todo[0].run.progress)
-    elif todo:
-        from arenabench.tracking import Tracker, flatten
-
-        with contextlib.ExitStack() as stack:
-            recs = []
-            for j in todo:
-                run_name = f"{j.tags['setting']} seed={j.run.seed}"
-                tracker = stack.enter_context(
-                    Tracker(
-                        j.run.tracking.experiment,
-                        run_name=run_name,
-                        params=flatten(j.resolved),
-                        tags=j.tags,
-                        uri=j.run.tracking.uri,
-                        flush_every=j.run.tracking.flush_every,
-                        identity=j.identity,
-                        create=j.run.tracking.create,
-                    )
-                )
-                if tracker.stale_failed:
-                    log.warning(
-                        "closed as FAILED the runs of dead processes: %s", ", ".join(tracker.stale_failed)
-                    )
-                tracker.log_text(OmegaConf.to_yaml(j.cfg, resolve=True), "config.yaml")
-                recs.append(_Recorder(tracker))
+    with contextlib.ExitStack() as stack:
+        recs = [None if j.tags is None else _open_tracker(stack, j) for j in todo]
+        if todo:
             finals = train_seeds([j.resolved for j in todo], recs, progress=todo[0].run.progress)
-            for j, rec, final in zip(todo, recs, finals, strict=True):
+        for j, rec, final in zip(todo, recs, finals, strict=True):
+            if rec is not None:
                 title = f"{j.run.tracking.experiment}: {j.tags['setting']} seed={j.run.seed}"
                 rec.tracker.log_dict(final, "final_metrics.json")
                 rec.tracker.log_figure(curves_figure(rec.history, title=title), "curves.png")
@@ -222,9 +223,14 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     return final
 
 
+def job_value(final: Mapping[str, float]) -> float:
+    """What a job returns to hydra (its sweeper's ``return_value``): the final greedy win rate."""
+    return final.get("eval_win_rate", float("nan"))
+
+
 @hydra.main(version_base="1.3", config_path=CONF, config_name="train")
 def main(cfg: DictConfig) -> float:
-    return run_job(cfg).get("eval_win_rate", float("nan"))
+    return job_value(run_job(cfg))
 
 
 if __name__ == "__main__":
