@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from arenabench.advantages import standardize
-from arenabench.metrics import kendall_tau_b, pearson
+from arenabench.metrics import kendall_tau_b, kendall_tau_b_rows, pearson, pearson_rows
 from arenabench.trainers.local.policy import TinyLM, response_logits
 from arenabench.types import Group
 
@@ -64,9 +64,9 @@ def _constant(x: np.ndarray) -> bool:
 def oracle_alignment(groups: Sequence[Group], advantages: Sequence[np.ndarray]) -> dict[str, float]:
     """Pearson and Kendall τ-b of each group's advantages against the oracle advantages
     ``standardize(true quality)``, averaged over groups where neither side is constant (see the
-    module docstring for the convention), and that group count. The groups' rows are computed
-    together (:func:`_rowwise`): ``metrics.pearson`` / ``metrics.kendall_tau_b`` per group, the same
-    numbers."""
+    module docstring for the convention), and that group count. The groups are computed together
+    (``metrics.pearson_rows`` / ``kendall_tau_b_rows``: per group the same numbers as
+    ``pearson`` / ``kendall_tau_b``)."""
     xs, ys = [], []
     for g, adv in zip(groups, advantages, strict=True):
         adv = np.asarray(adv, dtype=float)
@@ -78,7 +78,8 @@ def oracle_alignment(groups: Sequence[Group], advantages: Sequence[np.ndarray]) 
     if not xs:
         return {"adv_oracle_pearson": 0.0, "adv_oracle_kendall": 0.0, "adv_oracle_groups": 0.0}
     if len({len(x) for x in xs}) == 1:
-        rs, taus = _rowwise(np.stack(xs), np.stack(ys))
+        x, y = np.stack(xs), np.stack(ys)
+        rs, taus = pearson_rows(x, y), kendall_tau_b_rows(x, y)
     else:  # groups of different sizes (not the trainer's): one at a time
         rs = [pearson(x, y) for x, y in zip(xs, ys, strict=True)]
         taus = [kendall_tau_b(x, y) for x, y in zip(xs, ys, strict=True)]
@@ -87,19 +88,6 @@ def oracle_alignment(groups: Sequence[Group], advantages: Sequence[np.ndarray]) 
         "adv_oracle_kendall": float(np.mean(taus)),
         "adv_oracle_groups": float(len(xs)),
     }
-
-
-def _rowwise(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pearson r and Kendall τ-b of each row pair of ``x`` and ``y`` [groups, N]: the formulas of
-    ``metrics.pearson`` and ``metrics.kendall_tau_b``, reduced along rows (rows are non-constant)."""
-    xc = x - x.mean(axis=1, keepdims=True)
-    yc = y - y.mean(axis=1, keepdims=True)
-    r = (xc * yc).sum(1) / np.sqrt((xc * xc).sum(1) * (yc * yc).sum(1))
-    iu = np.triu_indices(x.shape[1], 1)
-    dx = np.sign(x[:, :, None] - x[:, None, :])[:, iu[0], iu[1]]
-    dy = np.sign(y[:, :, None] - y[:, None, :])[:, iu[0], iu[1]]
-    tau = (dx * dy).sum(1) / np.sqrt(np.count_nonzero(dx, axis=1) * np.count_nonzero(dy, axis=1))
-    return r, tau
 
 
 def step_extras(
