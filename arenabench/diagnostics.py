@@ -69,10 +69,11 @@ def comparison_health(n: int, results: Sequence[MatchResult]) -> ComparisonHealt
         if m.failed:
             continue
         matches += 1
-        if m.score_i == m.score_j:  # a tie (``MatchResult.winner`` is None)
+        w = m.winner
+        if w is None:  # a tie (failed matches were skipped above)
             ties += 1
-        else:  # the winner first (``MatchResult.winner``)
-            w, lo = (m.i, m.j) if m.score_i > m.score_j else (m.j, m.i)
+        else:
+            lo = m.j if w == m.i else m.i
             net[w, lo] = net.get((w, lo), 0) + 1
             net[lo, w] = net.get((lo, w), 0) - 1
         orders = m.orders
