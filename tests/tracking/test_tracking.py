@@ -233,6 +233,39 @@ def test_local_runs_carry_mlflows_source_and_git_tags(tmp_path):
     assert tags["mlflow.source.git.commit"] == commit
 
 
+def test_log_figure_draws_before_taking_the_stores_lock(store):
+    """A figure is drawn outside the lock (other processes' writes do not wait for matplotlib)
+    and stored where ``MlflowClient.log_figure`` puts it: a PNG at the artifact path given."""
+    import fcntl
+
+    from matplotlib.figure import Figure
+
+    held = []
+
+    class Probe(Figure):
+        def savefig(self, fname, **kw):
+            # a second open file description of the lock file gets the flock iff nobody holds it
+            with open(store.removeprefix("sqlite:///") + ".lock", "a") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held.append(True)
+                else:
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                    held.append(False)
+            return super().savefig(fname, **kw)
+
+    fig = Probe(figsize=(2, 1))
+    fig.add_subplot().plot([0, 1], [1, 0])
+    with Tracker("figure", uri=store) as t:
+        t.log_figure(fig, "plots/curves.png")
+    assert held == [False]
+    client = MlflowClient(tracking_uri=store)
+    assert [a.path for a in client.list_artifacts(t.run_id, "plots")] == ["plots/curves.png"]
+    art = Path(client.get_experiment_by_name("figure").artifact_location.removeprefix("file://"))
+    assert (art / t.run_id / "artifacts" / "plots" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_lock_for_is_reentrant_and_noop_off_sqlite(tmp_path):
     uri = f"sqlite:///{tmp_path}/l.db"
     with lock_for(uri), lock_for(uri):  # nested in one thread: no deadlock
