@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.experimental.callback import Callback
+
 # the last job this process ran (arenabench.train.run_job fills it): final metrics + steps, skipped
 LAST_JOB: dict[str, Any] = {}
 # what the per-job line shows, when the job reported it
@@ -55,6 +57,42 @@ def warm() -> None:
     import arenabench.trainers.local.trainer  # noqa: F401
 
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # imports torch._dynamo (~1 s)
+
+
+LAUNCHER = "hydra_plugins.arenabench_launcher.launcher.PoolLauncher"
+_POOL: dict[str, Any] = {}  # the workers start_workers started, until launch takes them
+
+
+def _executor(workers: int):
+    from joblib.externals.loky import get_reusable_executor
+
+    return get_reusable_executor(max_workers=workers, initializer=warm, reuse=False)
+
+
+def start_workers(workers: int) -> None:
+    """Start the sweep's worker processes now (their imports, :func:`warm`, take ~5 CPU-s each):
+    called when the multirun starts, so that they warm up while the main process still checks
+    every job's config; :func:`launch` then takes them."""
+    executor = _executor(workers)
+    executor.submit(int)  # loky spawns every worker on the first submit; no waiting for it
+    _POOL.update(executor=executor, workers=workers)
+
+
+class StartWorkers(Callback):
+    """Hydra callback (``conf/train.yaml``, listed first): a multirun on this launcher starts
+    its workers before the other callbacks check the jobs' configs (issue 28: the main
+    process's ~10-20 s before the first job, with one core idle, then overlap the workers'
+    imports). Any other launcher: nothing."""
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        from omegaconf import OmegaConf
+
+        from arenabench.trainers.local.config import sweep_overrides
+
+        if OmegaConf.select(config, "hydra.launcher._target_") != LAUNCHER:
+            return
+        jobs = len(sweep_overrides(config))
+        start_workers(max(1, min(int(config.hydra.launcher.n_jobs), jobs)))
 
 
 def _run_hydra_job(idx, overrides, hydra_context, config, task_function):
@@ -132,17 +170,27 @@ def _seed_free(overrides: Sequence[str]) -> tuple[str, ...] | None:
     return rest if len(rest) < len(overrides) else None
 
 
+def seed_groups(job_overrides: Sequence[Sequence[str]]) -> list[list[int]]:
+    """Job indices grouped by their overrides less an integer ``seed=`` (a job with no seed, or
+    whose seed is not an integer literal, is a group alone), in first-appearance order: jobs of
+    one group compose alike but for the seed's value."""
+    groups: dict[object, list[int]] = {}
+    for i, ov in enumerate(job_overrides):
+        key = _seed_free(ov)
+        seeds = [o.partition("=")[2] for o in ov if o.partition("=")[0].lstrip("+~") == "seed"]
+        if key is None or not all(v.lstrip("-").isdigit() for v in seeds):
+            key = ("alone", i)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
 def bundles(job_overrides: Sequence[Sequence[str]], size: int, workers: int) -> list[list[int]]:
     """Job indices in stacked batches: jobs equal but for ``seed=``, at most ``size`` per batch
     and at most ⌈jobs / workers⌉ so no worker idles, split into near-equal contiguous parts."""
     n = len(job_overrides)
     cap = max(1, min(size, math.ceil(n / max(workers, 1)))) if n else 1
-    groups: dict[object, list[int]] = {}
-    for i, ov in enumerate(job_overrides):
-        key = _seed_free(ov)
-        groups.setdefault(("alone", i) if key is None or cap == 1 else key, []).append(i)
     out = []
-    for idx in groups.values():
+    for idx in seed_groups(job_overrides) if cap > 1 else [[i] for i in range(n)]:
         parts = math.ceil(len(idx) / cap)
         q, r = divmod(len(idx), parts)
         start = 0
@@ -256,7 +304,6 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
 
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
-    from joblib.externals.loky import get_reusable_executor
 
     setup_globals()
     cfg = launcher.config
@@ -275,7 +322,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     sys.stdout.flush()
     state = Singleton.get_state()
     t0 = time.perf_counter()
-    executor = get_reusable_executor(max_workers=workers, initializer=warm, reuse=False)
+    started = _POOL.pop("executor", None) if _POOL.pop("workers", None) == workers else None
+    executor = started or _executor(workers)
     size = launcher.batch_seeds if _stackable(launcher.task_function) else 1
     futures = {}
     for part in bundles(job_overrides, size, workers):
