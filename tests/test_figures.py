@@ -192,3 +192,35 @@ def test_a_runs_curves_are_titled_and_lead_with_the_primary_metric():
     assert first.get_title() == "eval_sampled_quality (primary)"
     assert [ln.get_label() for ln in first.get_lines()] == ["eval_sampled_quality", "eval_quality"]
     assert list(first.get_lines()[0].get_ydata()) == pytest.approx([2.5, 2.6, 2.69])
+
+
+def test_a_batch_redraws_one_runs_curves_figure_with_the_same_pixels():
+    """run_jobs redraws one figure per batch (curves_figure's ``reuse``): each run's PNG is the one
+    a figure of its own gives, pixel for pixel; a run whose lines differ gets a new figure."""
+    import io
+
+    from PIL import Image
+
+    from arenabench.train import curves_figure
+
+    def history(seed: int, snr: bool = True):
+        rng = np.random.default_rng(seed)
+        h = [(s, {"quality_mean": rng.normal(seed, 1 + seed), "kl": 0.01 * s * seed}) for s in range(60)]
+        if snr:
+            h += [(s, {"snr": rng.gamma(2.0 + seed)}) for s in range(60)]
+        evals = [(s, {"eval_sampled_quality": rng.normal(2.5, seed), "eval_quality": 2.9}) for s in range(0, 60, 9)]
+        return h + evals
+
+    def pixels(fig):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return np.asarray(Image.open(buf))
+
+    fig = curves_figure(history(1), title="t: seed=1")
+    pixels(fig)
+    for seed in (2, 3):
+        again = curves_figure(history(seed), title=f"t: seed={seed}", reuse=fig)
+        assert again is fig
+        assert np.array_equal(pixels(again), pixels(curves_figure(history(seed), title=f"t: seed={seed}")))
+    other = curves_figure(history(4, snr=False), title="t: seed=4", reuse=fig)  # no snr line
+    assert other is not fig and [len(ax.get_lines()) for ax in other.axes] == [2, 1, 0, 1]

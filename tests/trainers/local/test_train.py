@@ -135,7 +135,7 @@ def test_the_launcher_stacks_seeds_into_the_runs_they_are_alone(tmp_path):
     (``batch_seeds=1``) bit for bit; jobs.tsv says which batch each job was in."""
     from mlflow.tracking import MlflowClient
 
-    histories = {}
+    histories, dumps = {}, {}
     for batch in (10, 1):
         uri = f"sqlite:///{tmp_path}/b{batch}.db"
         sweep = tmp_path / f"sweep{batch}"
@@ -150,8 +150,19 @@ def test_the_launcher_stacks_seeds_into_the_runs_they_are_alone(tmp_path):
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
         assert len(lines) == 6 and all(("stacked batch of 3" in ln) == (batch > 1) for ln in lines), lines
         for job in range(6):
-            assert (sweep / str(job) / ".hydra" / "config.yaml").exists()
             assert "prompts_per_step" in (sweep / str(job) / "console.log").read_text()
+        # a batch derives its later seeds' configs from its first (sweep.seed_variant): the
+        # .hydra dumps are hydra's own compositions, as in the unstacked sweep
+        dumps[batch] = {
+            (job, name): (sweep / str(job) / ".hydra" / name)
+            .read_text()
+            .replace(str(sweep), "SWEEP")
+            .replace(f"b{batch}.db", "bB.db")
+            .replace(f"batch_seeds={batch}", "batch_seeds=B")
+            .replace(f"batch_seeds: {batch}", "batch_seeds: B")
+            for job in range(6)
+            for name in ("config.yaml", "hydra.yaml", "overrides.yaml")
+        }
         client, runs = runs_of(uri, "table2")
         assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
         histories[batch] = {
@@ -164,6 +175,7 @@ def test_the_launcher_stacks_seeds_into_the_runs_they_are_alone(tmp_path):
         }
         assert isinstance(client, MlflowClient)
     assert histories[10] == histories[1]
+    assert dumps[10] == dumps[1]
     assert len({str(h["quality_mean"]) for h in histories[1].values()}) == 6  # six different runs
 
 
