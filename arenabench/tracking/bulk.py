@@ -46,9 +46,14 @@ def write_metrics(client, run_id: str, metrics: Sequence) -> bool:
     from mlflow.store.tracking.dbmodels.models import SqlMetric
     from mlflow.utils.validation import _validate_metric
 
-    rows, seen, latest = [], set(), {}
+    rows, seen, latest, keys = [], set(), {}, set()
     for idx, m in enumerate(metrics):
-        _validate_metric(m.key, m.value, m.timestamp, m.step, path=f"metrics[{idx}]")
+        # MLflow's checks: the key's (name, length) once per key; a point of a checked key with
+        # a float value and int timestamp >= 0 and step passes the rest by its types alone
+        plain = type(m.value) is float and type(m.timestamp) is int and type(m.step) is int
+        if not (plain and m.timestamp >= 0 and m.key in keys):
+            _validate_metric(m.key, m.value, m.timestamp, m.step, path=f"metrics[{idx}]")
+            keys.add(m.key)
         if m in seen:  # MLflow's rule: an identical point in one batch is written once
             continue
         seen.add(m)
@@ -64,7 +69,7 @@ def write_metrics(client, run_id: str, metrics: Sequence) -> bool:
     with store.ManagedSessionMaker(read_only=False) as session:
         store._check_run_is_active(store._get_run(run_uuid=run_id, session=session))
         try:
-            session.execute(SqlMetric.__table__.insert(), rows)
+            _insert(session, SqlMetric.__table__, rows)
             # MLflow's own update: per key, the newest point by (step, timestamp, value)
             store._update_latest_metrics_if_necessary(list(latest.values()), session)
             session.commit()
@@ -72,3 +77,16 @@ def write_metrics(client, run_id: str, metrics: Sequence) -> bool:
             session.rollback()
             return False
     return True
+
+
+def _insert(session, table, rows: list[dict]) -> None:
+    """``INSERT`` the rows in one ``executemany``: on sqlite straight through the driver (the
+    same statement and values; SQLAlchemy's per-row parameter processing was ~40% of a flush's
+    CPU), elsewhere through SQLAlchemy."""
+    conn = session.connection()
+    if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
+        session.execute(table.insert(), rows)
+        return
+    cols = list(rows[0])
+    sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    conn.exec_driver_sql(sql, [tuple(r[c] for c in cols) for r in rows])

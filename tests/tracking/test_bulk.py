@@ -92,3 +92,26 @@ def test_a_deleted_run_is_refused_as_log_batch_refuses_it(tmp_path):
     client.delete_run(run)
     with pytest.raises(MlflowException):
         write_metrics(client, run, [Metric("a", 1.0, 0, 0)])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Metric("a", 1.0, -5, 1),  # a negative timestamp on a key already checked in the batch
+        Metric("a/../b", 1.0, 5, 1),  # a key MLflow refuses
+        Metric("x" * 300, 1.0, 5, 1),  # too long
+    ],
+)
+def test_bulk_refuses_what_log_batch_refuses(tmp_path, bad):
+    from mlflow.exceptions import MlflowException
+
+    db = tmp_path / "m.db"
+    client = open_client(f"sqlite:///{db}")
+    exp = get_or_create_experiment(client, "bulk", f"sqlite:///{db}")
+    run = client.create_run(exp).info.run_id
+    batch = [Metric("a", 0.5, 5, 0), bad]
+    with pytest.raises(MlflowException):
+        client.log_batch(run, metrics=batch)
+    with pytest.raises(MlflowException):
+        write_metrics(client, run, batch)
+    assert rows(db, run) == [[], []]
