@@ -70,6 +70,14 @@ class SeededSingleElim(Constructor):
     Unbiased in all four simulated cells (integer N = 16 −0.007 ± 0.014) at 0.005–0.009 τ on
     the integer judge (none on continuous ones); on the LLMBar fits, which repeat their
     verdicts, it leaves an upward bias (+0.04…+0.05 at N = 16) as every rule leaves one there.
+    ``"record"`` (``brackets.place_anchor_by_record``), for a judge that repeats a verdict when
+    re-asked (temperature 0; the LLMBar fits, ``rejudge_share = 0``): there the anchor's bracket
+    games would replay its seeding games, and each explorer's seed is its result against the
+    anchor, so the anchor's bracket results follow from its opponents' seeds. The anchor seeds
+    the explorers' bracket and sits it out (2N − 3 comparisons); its rank is exactly its record
+    over its N − 1 seeding games, L + T/2 (L explorers beat it, T tied it), the explorers keeping
+    their bracket order on the other ranks. The rule is for such a judge, declared by the user
+    choosing it: it asks nothing twice, so it needs no detection.
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random

@@ -14,7 +14,10 @@ on one drawn seeding match) makes the anchor exchangeable with the explorers the
 lattice) removes it too, keeping the mean's information: −0.007 ± 0.014. Not covered: the
 fitted LLMBar judges repeat a verdict when re-asked, so the anchor's bracket games copy its
 seeding and it is biased under every rule (gpt4_llmbar N = 16: ``mean`` −0.117 ± 0.021,
-``lattice`` +0.041 ± 0.013; ``docs/constructors-notes.md``).
+``lattice`` +0.041 ± 0.013; ``docs/constructors-notes.md``). For such a judge
+``anchor_seed=record`` (the anchor sits the bracket out and is ranked by its seeding record):
+gpt4_llmbar N = 16 −0.001 ± 0.005; on the integer judge at N = 16 it is biased (−0.030 ± 0.011,
+a strict xfail), which re-judges afresh and is not the judge it is for.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ OPEN = pytest.mark.xfail(
 MATCH = "seeded_single_elim:anchor_seed=match"
 LATTICE = "seeded_single_elim:anchor_seed=lattice"
 RECORD = "seeded_single_elim:anchor_seed=record"
+RECORD_OPEN = pytest.mark.xfail(
+    strict=True,
+    reason="anchor_seed=record on the integer judge at N = 16 (a judge that re-judges afresh, not the "
+    "repeating judge the rule is for): -0.030 ± 0.011, through GRPO's per-group sigma",
+)
 
 
 @pytest.mark.slow
@@ -72,7 +80,7 @@ RECORD = "seeded_single_elim:anchor_seed=record"
         (RECORD, 8, "calibrated"),
         (RECORD, 8, "integer"),
         (RECORD, 16, "calibrated"),
-        (RECORD, 16, "integer"),
+        pytest.param(RECORD, 16, "integer", marks=RECORD_OPEN),
         # judges that repeat a verdict when re-asked (rejudge_share = 0): every other rule is biased there
         (RECORD, 8, "gpt4_llmbar"),
         (RECORD, 16, "gpt4_llmbar"),
@@ -92,7 +100,9 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     (N = 8) z = +0.35, +1.53; ``anchor_seed=lattice`` z = +0.17 / −0.72 (calibrated: no lattice,
     the paper's rule exactly), −0.55 / −0.52 (integer). ``anchor_seed=neutral``, ``h2h`` and
     ``h2h_tier`` are not here: they are biased (integer N = 8 z = +3.6, +4.0, +5.5), measured in
-    ``results/anchor_bias/``."""
+    ``results/anchor_bias/``. ``anchor_seed=record`` z = −0.68 / −0.85 (calibrated), −0.79 /
+    −2.65 (integer, N = 16 a strict xfail), −0.64 / −0.15 (gpt4_llmbar), −0.15 / +0.52
+    (chatgpt_llmbar; ``results/anchor_bias/record/``)."""
     engine = Engine(judges.get(preset, seed=4), seed=0)
     groups = equal_quality_groups(GROUPS, n)
     adv0 = []
