@@ -481,3 +481,15 @@ def test_record_ranks_the_anchor_by_its_seeding_record_on_a_judge_that_repeats_i
             pooled += bool(outcome.extra["coin_flips"])
     assert pooled >= 20  # the explorers' ties were met, and the anchor kept its record through them
     assert copies >= 200  # the anchor played at least one bracket game in every group
+
+
+@pytest.mark.parametrize("kind", ["fail", "tie"])
+def test_record_gives_no_advantage_without_evidence(kind):
+    """``test_ties``' no-evidence rule for ``anchor_seed=record`` (it checks registered defaults):
+    a judge that fails every call or ties every comparison leaves the anchor at the middle slot
+    and the explorers pooled by coin flips around it — every advantage 0, at N = 2, 3, 7, 8, 16."""
+    judge = judges.FailingJudge() if kind == "fail" else judges.ConstantJudge(score=7.0, point=0.7)
+    for n in (2, 3, 7, 8, 16):
+        groups = [make_group(1.7 + 0.1 * np.arange(n), anchor=g % n, prompt=f"ne{n}-{g}") for g in range(2)]
+        for r in Engine(judge, max_retries=1).run(rewards.from_spec(RECORD), groups).results:
+            assert np.all(np.isfinite(r.advantage)) and not np.any(r.advantage), (n, r.rank.tolist())
