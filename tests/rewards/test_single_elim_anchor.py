@@ -408,14 +408,14 @@ def test_record_places_the_anchor_at_losses_plus_half_its_ties_among_the_explore
 
 def test_record_keeps_the_anchor_out_of_the_bracket_and_ranks_it_by_quality_on_a_noiseless_judge():
     """``anchor_seed=record``: 2N − 3 comparisons (the anchor's N − 1 seeding games, the explorers'
-    bracket of N − 1), no bracket game with the anchor, its depth NaN; on the noiseless judge its
-    rank is the number of better explorers, and the explorers' bracket is seeded by their
-    seeding scores (best first)."""
+    bracket of N − 1) in 1 + ⌈log2(N − 1)⌉ waves, no bracket game with the anchor, its depth NaN;
+    on the noiseless judge its rank is the number of better explorers, and the explorers'
+    bracket is seeded by their seeding scores (best first)."""
     quality = [1.9, 1.5, 1.7, 2.1, 1.6, 1.8, 1.4, 2.0]
     for anchor in (0, 2, 6):
         group = make_group(quality, anchor=anchor, prompt=f"r{anchor}")
         r = Engine(judges.get("noiseless"), seed=0).run(rewards.from_spec(RECORD), [group]).results[0]
-        assert r.judge_calls == 2 * (2 * 8 - 3)
+        assert r.judge_calls == 2 * (2 * 8 - 3) and r.comparisons == 2 * 8 - 3 and r.waves == 1 + 3
         assert math.isnan(r.extra["depth"][anchor]) and anchor not in r.extra["seeds"]
         better = sum(q > quality[anchor] for q in quality)
         assert r.rank[anchor] == better
