@@ -49,8 +49,9 @@ def anchor_phase(c: Constructor, group: Group):
     return score, list(results), failed
 
 
-# seeded_single_elim: the anchor's seeding rule (h2h, h2h_tier: seeded on the mean, see head_to_head)
-ANCHOR_SEEDS = ("mean", "match", "neutral", "h2h", "h2h_tier", "lattice")
+# seeded_single_elim: the anchor's seeding rule (h2h, h2h_tier: seeded on the mean, see head_to_head;
+# record: the anchor seeds the explorers' bracket, sits it out, and is placed by place_anchor_by_record)
+ANCHOR_SEEDS = ("mean", "match", "neutral", "h2h", "h2h_tier", "lattice", "record")
 
 # reply_lattice: the largest denominator a score may have to count as on a lattice, and how close
 # (relative) it must be to that fraction. An integer rubric (0–G per side) averaged over V votes
@@ -211,13 +212,15 @@ def single_elimination(
     rng: np.random.Generator | None = None,
     links: list[tuple[int, int]] | None = None,
     seeding: Seeding | None = None,
+    n: int | None = None,
 ):
     """Play the seeded bracket of ``seeds`` (best first; byes to the top seeds), one wave a
     round, recording matches in ``history``, tie/failure flags in ``flags`` (a Counter) and
     coin-flip games in ``links`` (see ``decide``: ``rng`` flips the coins, ``seeding`` is the
-    anchor phase's, as in ``tier_scores``).
+    anchor phase's, as in ``tier_scores``). ``n``: the group's size when ``seeds`` leaves some of
+    it out (``anchor_seed=record``: the anchor sits the bracket out; its depth stays 0).
     Return (the round each player lost in, the champion getting rounds + 1; the champion)."""
-    depth = np.zeros(len(seeds))
+    depth = np.zeros(len(seeds) if n is None else n)
     alive = seeded_slots(seeds)
     rnd = 0
     while len(alive) > 1:
@@ -361,6 +364,53 @@ def place_anchor_by_head_to_head(
     pos = lost_to + level / 2  # the anchor's slot among them
     rank[members] = base + ranks_from_keys(np.append(-q, -(pos - 0.5)))
     return rank
+
+
+def place_anchor_by_record(rank: np.ndarray, anchor: int, seeding_results: list) -> np.ndarray:
+    """``rank`` (the explorers' ranks among themselves, 0..N−2, ties sharing their mean; the
+    anchor's entry NaN) with the anchor at exactly rank ``L + T/2`` of its seeding games: L
+    explorers beat it, T tied it or failed (a game not played counts as tied) — its record over
+    the N − 1 games it played (``anchor_seed=record``). The explorers keep their order on the
+    other positions: at a whole slot s they fill 0..N−1 without s (an explorer tie block sharing
+    the mean of the positions it fills); at a half slot k + ½ each gets the mean of its ranks
+    with s = k and s = k + 1. The ranks still sum to N(N−1)/2. An unranked (NaN) explorer stays
+    unranked and takes no position (the slot is at most the number of ranked explorers).
+
+    Why (issue 31.3): under a judge that repeats a verdict when re-asked (a temperature-0 judge;
+    the LLMBar fits, ``rejudge_share = 0``) the anchor's bracket games would replay its seeding
+    games, so those N − 1 games are all the evidence it can have, while an explorer's bracket
+    games are new pairs; and each explorer's seed encodes its result against the anchor, so the
+    anchor's bracket results were a function of its opponents' seeds — the cause of the bias every
+    seeding rule left there. Its record is that evidence directly; in an equal-quality group its
+    expected value is the middle, (N − 1)/2, on any judge (each bidirectional game is symmetric).
+    Exactly, not by comparing keys: inserted by key among the explorers' shared (pooled or tied)
+    ranks the anchor's rank moved off its record (integer judge, N = 16: mean 8.11 for a mean
+    record of 7.52, 1,000 equal-quality groups)."""
+    rank = np.asarray(rank, dtype=float)
+    games = [r for r in seeding_results if anchor in (r.i, r.j)]
+    n = len(rank)
+    lost = sum(1 for r in games if r.winner not in (None, anchor))
+    won = sum(1 for r in games if r.winner == anchor)
+    slot = lost + (n - 1 - lost - won) / 2
+    ranked = [j for j in range(n) if j != anchor and np.isfinite(rank[j])]
+    by_rank = sorted(ranked, key=lambda j: rank[j])
+
+    def fill(s: int) -> np.ndarray:
+        out = np.full(n, np.nan)
+        out[anchor] = s
+        pos = [p for p in range(len(ranked) + 1) if p != s]
+        k = 0
+        while k < len(by_rank):  # a block of equal ranks shares the mean of its positions
+            e = k
+            while e < len(by_rank) and rank[by_rank[e]] == rank[by_rank[k]]:
+                e += 1
+            out[by_rank[k:e]] = sum(pos[k:e]) / (e - k)
+            k = e
+        return out
+
+    slot = min(slot, len(ranked))  # an unranked explorer takes no position
+    lo, hi = math.floor(slot), math.ceil(slot)
+    return fill(lo) if lo == hi else (fill(lo) + fill(hi)) / 2
 
 
 def pool_ranks(rank: np.ndarray, links: list[tuple[int, int]]) -> np.ndarray:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.brackets import (
@@ -15,6 +17,7 @@ from arenabench.rewards.brackets import (
     neutral_seeding,
     one_match_seeding,
     place_anchor_by_head_to_head,
+    place_anchor_by_record,
     pool_ranks,
     seed_order,
     single_elimination,
@@ -67,6 +70,17 @@ class SeededSingleElim(Constructor):
     Unbiased in all four simulated cells (integer N = 16 −0.007 ± 0.014) at 0.005–0.009 τ on
     the integer judge (none on continuous ones); on the LLMBar fits, which repeat their
     verdicts, it leaves an upward bias (+0.04…+0.05 at N = 16) as every rule leaves one there.
+    ``"record"`` (``brackets.place_anchor_by_record``), for a judge that repeats a verdict when
+    re-asked (temperature 0; the LLMBar fits, ``rejudge_share = 0``): there the anchor's bracket
+    games would replay its seeding games, and each explorer's seed is its result against the
+    anchor, so the anchor's bracket results follow from its opponents' seeds. The anchor seeds
+    the explorers' bracket and sits it out (2N − 3 comparisons); its rank is exactly its record
+    over its N − 1 seeding games, L + T/2 (L explorers beat it, T tied it), the explorers keeping
+    their bracket order on the other ranks. The rule is for such a judge, declared by the user
+    choosing it: it asks nothing twice, so it needs no detection. Measured (4,000 groups): the
+    anchor within 1.5 SE of 0 under the three fitted judges (gpt4_llmbar N = 16 −0.001 ± 0.005),
+    τ higher under the LLMBar fits (+0.007…+0.024); under the integer judge, which re-judges
+    afresh, biased at N = 16 (−0.030 ± 0.011) and τ −0.015 — ``lattice`` is that judge's option.
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
@@ -100,15 +114,25 @@ class SeededSingleElim(Constructor):
             seed_score = neutral_seeding(seed_score, history, group.anchor)
         elif self.anchor_seed == "lattice":
             seed_score = lattice_seeding(seed_score, history, group.anchor, rng)
-        seeds = seed_order(seed_score, rng)
+        if self.anchor_seed == "record":  # the anchor sits the bracket out
+            explorers = [i for i in range(n) if i != group.anchor]
+            seeds = [explorers[k] for k in seed_order(seed_score[explorers], rng)]
+        else:
+            seeds = seed_order(seed_score, rng)
         h2h = group.anchor if self.anchor_seed.startswith("h2h") else None
         seeding = Seeding(seed_score, len(history), h2h)
         flags: Counter[str] = Counter({"failed_seeding": seed_failed} if seed_failed else {})
         links: list[tuple[int, int]] = []  # coin-flip games: they separate no one
         # depth: the round in which a player lost; the champion gets rounds + 1
-        depth, _ = yield from single_elimination(self, seeds, history, flags, rng, links, seeding)
+        depth, _ = yield from single_elimination(self, seeds, history, flags, rng, links, seeding, n)
+        if self.anchor_seed == "record":
+            depth[group.anchor] = np.nan  # unranked among the explorers, then placed by its record
         rank = ranks_from_keys(depth, tier_scores(n, history, seeding))
-        if self.anchor_seed == "h2h_tier":
+        if self.anchor_seed == "record":
+            # before pooling: the anchor's slot is among the explorers' evidence-ordered ranks
+            # 0..N−2; pooling then moves only the explorers joined by coin flips, never the anchor
+            rank = place_anchor_by_record(rank, group.anchor, history[: seeding.matches])
+        elif self.anchor_seed == "h2h_tier":
             rank = place_anchor_by_head_to_head(rank, depth, group.anchor, history[: seeding.matches])
         rank = pool_ranks(rank, links)
         return Outcome(
