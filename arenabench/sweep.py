@@ -90,9 +90,9 @@ def start_workers(workers: int) -> None:
 
 class StartWorkers(Callback):
     """Hydra callback (``conf/train.yaml``, listed first): a multirun on this launcher starts
-    its workers before the other callbacks check the jobs' configs (issue 28: the main
-    process's ~10-20 s before the first job, with one core idle, then overlap the workers'
-    imports). Any other launcher: nothing."""
+    its workers before the other callbacks check the jobs' configs, so that the workers' imports
+    overlap the main process's ~10-20 s of checks instead of following them with a core idle
+    (issue 28). Any other launcher: nothing."""
 
     def on_multirun_start(self, config, **kwargs) -> None:
         from omegaconf import OmegaConf
@@ -109,7 +109,7 @@ def seed_variant(composed, composed_overrides: Sequence[str], overrides: Sequenc
     """The sweep config of the job ``overrides`` made from ``composed`` (the config hydra
     composed for ``composed_overrides``) when the two differ only in an integer ``seed=``: a
     copy with that seed, hydra's record of the task overrides and ``override_dirname`` — the
-    three places a seed's value shows in a composed config (``tests/test_sweep.py`` compares it
+    three places a seed's value shows in a composed config (``tests/test_sweep_configs.py`` compares it
     with hydra's own composition). None otherwise: then compose. Why: composing costs ~0.13
     CPU-s a job (hydra rebuilds its defaults list and merges every file), ~10% of what a stacked
     job costs in a worker outside its steps."""
