@@ -70,7 +70,7 @@ def warm() -> None:
 
 
 LAUNCHER = "hydra_plugins.arenabench_launcher.launcher.PoolLauncher"
-_POOL: dict[str, Any] = {}  # the workers start_workers started, until launch takes them
+_POOL: dict[str, Any] = {}  # the executor start_workers started, until launch takes it
 
 
 def _executor(workers: int):
@@ -85,7 +85,7 @@ def start_workers(workers: int) -> None:
     every job's config; :func:`launch` then takes them."""
     executor = _executor(workers)
     executor.submit(int)  # loky spawns every worker on the first submit; no waiting for it
-    _POOL.update(executor=executor, workers=workers)
+    _POOL["executor"] = executor
 
 
 class StartWorkers(Callback):
@@ -382,8 +382,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     sys.stdout.flush()
     state = Singleton.get_state()
     t0 = time.perf_counter()
-    started = _POOL.pop("executor", None) if _POOL.pop("workers", None) == workers else None
-    executor = started or _executor(workers)
+    # the workers StartWorkers started (for as many jobs as the whole sweep: never fewer)
+    executor = _POOL.pop("executor", None) or _executor(workers)
     size = launcher.batch_seeds if _stackable(launcher.task_function) else 1
     futures = {}
     for part in bundles(job_overrides, size, workers):
