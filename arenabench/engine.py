@@ -182,6 +182,7 @@ class Engine:
         return limit if isinstance(limit, int) and limit >= 1 else DEFAULT_MAX_INFLIGHT
 
     def run(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
+        constructor.bind_judge(self.judge)  # a rule may follow the judge's statistics (anchor_seed=auto)
         if self.resolved_schedule == "pipelined":
             return run_coroutine(self.arun(constructor, groups, step=step), name="arenabench-engine")
         run = StepRun(self, constructor, groups, step)
@@ -191,6 +192,7 @@ class Engine:
 
     async def arun(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
         """One step on the pipelined schedule, in the running event loop (whatever ``schedule``)."""
+        constructor.bind_judge(self.judge)
         return await PipelinedStepRun(self, constructor, groups, step).play()
 
 

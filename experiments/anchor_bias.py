@@ -40,8 +40,15 @@ def spec(rule: str) -> str:
     return f"seeded_single_elim:anchor_seed={rule}"
 
 
+def judge_of(spec: str, seed: int):
+    """``name`` or ``name@share``: a fitted judge with its ``rejudge_share`` set to ``share``
+    (how much of a reply a re-asked request draws afresh; ``anchor_seed=auto`` reads it)."""
+    name, _, share = spec.partition("@")
+    return judges.get(name, seed=seed, **({"rejudge_share": float(share)} if share else {}))
+
+
 def anchor_bias(rule: str, n: int, judge: str, groups: int) -> dict:
-    engine = Engine(judges.get(judge, seed=4), seed=0)
+    engine = Engine(judge_of(judge, 4), seed=0)
     gs = equal_quality_groups(groups, n)
     adv = []
     for k in range(0, groups, CHUNK):
@@ -61,7 +68,7 @@ def anchor_bias(rule: str, n: int, judge: str, groups: int) -> dict:
 
 
 def fidelity(rules: list[str], base: str, n: int, judge: str, groups: int) -> list[dict]:
-    the_judge = judges.get(judge, seed=0)
+    the_judge = judge_of(judge, 0)
     gs = simulate_groups(groups, n, seed=0)
     per = {r: evaluate(rewards.from_spec(spec(r)), gs, the_judge, 0, 64)[0] for r in [base, *rules]}
     rows = []
@@ -87,9 +94,13 @@ def fidelity(rules: list[str], base: str, n: int, judge: str, groups: int) -> li
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/anchor_bias")
-    ap.add_argument("--rules", default="mean,match,neutral,h2h,h2h_tier,lattice")
+    ap.add_argument("--rules", default="mean,match,neutral,h2h,h2h_tier,lattice,record,auto")
     ap.add_argument("--base", default="mean", help="the rule each one is paired with in fidelity")
-    ap.add_argument("--judges", default="calibrated,integer,gpt4_llmbar,chatgpt_llmbar,gpt4turbo_mtbench")
+    ap.add_argument(
+        "--judges",
+        default="calibrated,integer,gpt4_llmbar,chatgpt_llmbar,gpt4turbo_mtbench",
+        help="judge names; NAME@S: the fitted judge NAME with rejudge_share S",
+    )
     ap.add_argument("--sizes", default="8,16")
     ap.add_argument("--groups", type=int, default=4000, help="equal-quality groups per bias cell")
     ap.add_argument("--fidelity-groups", type=int, default=500)

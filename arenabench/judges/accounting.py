@@ -158,6 +158,11 @@ class WrapperStats:
         """The inner judge's limit on requests in flight (the engine's default ``max_inflight``)."""
         return getattr(self.inner, "max_concurrency", None)
 
+    @property
+    def rejudge_share(self) -> float | None:
+        """The inner judge's (``judges.base.rejudge_share``): a wrapper changes no reply's noise."""
+        return getattr(self.inner, "rejudge_share", None)
+
 
 __all__ = [
     "STAT_KEYS",

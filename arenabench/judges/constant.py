@@ -24,6 +24,8 @@ from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointReque
 class ConstantJudge:
     """Every comparison a tie ``score`` – ``score`` (P(A) = ``prob``), every pointwise score ``point``."""
 
+    rejudge_share = 0.0  # a re-asked request gets the same reply
+
     def __init__(self, score: float = 7.0, point: float = 0.7, prob: float | None = 0.5):
         for name, v in (("score", score), ("point", point)):
             if not (isinstance(v, int | float) and math.isfinite(v)):
@@ -47,6 +49,8 @@ class ConstantJudge:
 
 class FailingJudge:
     """Every request, pairwise or pointwise, on every attempt: ``JudgeFailure(reason)``."""
+
+    rejudge_share = 0.0  # a re-asked request fails again
 
     def __init__(self, reason: str = "failing judge: no verdict"):
         self.reason = reason

@@ -31,6 +31,13 @@ class LLMJudge(JudgeAccounting):
         self.mask_tool_outputs = mask_tool_outputs
         self.reset_stats()
 
+    @property
+    def rejudge_share(self) -> float | None:
+        """0 at temperature 0 (greedy decoding answers a re-asked request the same way); at a
+        higher temperature not known without measuring it (``arenabench calibrate`` fits it from
+        re-scores), so None (``judges.base.rejudge_share``)."""
+        return 0.0 if self.temperature == 0 else None
+
     def _messages(self, req: PairRequest) -> list[dict[str, str]] | JudgeFailure:
         return request_messages(self.rubric, req, self.mask_tool_outputs)
 

@@ -266,6 +266,8 @@ class SimulatedJudge(JudgeAccounting):
     (:mod:`arenabench.judges.tokens`); ``tokenizer=None`` counts none. Pointwise requests count
     no tokens: the LLM backends have no pointwise prompt. Neither argument changes a verdict."""
 
+    rejudge_share = 1.0  # a new ``sample`` index is a fresh independent draw (module docstring)
+
     def __init__(
         self,
         preset: str = "calibrated",

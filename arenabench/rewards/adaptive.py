@@ -58,6 +58,9 @@ class Adaptive(Constructor):
     def bind_reference(self, policy) -> None:
         self._inner.bind_reference(policy)
 
+    def bind_judge(self, judge) -> None:
+        self._inner.bind_judge(judge)
+
     def validate_group(self, group: Group) -> None:
         if group.meta.get(_ROUTED):
             self._inner.validate_group(group)

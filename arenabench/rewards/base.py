@@ -86,6 +86,11 @@ class Constructor:
         """Use ``policy`` (``generate(group, n, generation)``) as this constructor's reference
         policy: a trainer hands over its frozen initial policy. Most constructors have none."""
 
+    def bind_judge(self, judge) -> None:
+        """Learn what this constructor's rules depend on from the judge the engine runs it
+        against (``Engine.run`` calls it before each step; ``judges.base.rejudge_share`` and the
+        like). Most constructors depend on no judge statistic."""
+
     # -- shared --------------------------------------------------------------------------------
 
     def validate_group(self, group: Group) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
+from arenabench.judges.base import rejudge_share
 from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.brackets import (
     ANCHOR_SEEDS,
@@ -23,6 +25,38 @@ from arenabench.rewards.brackets import (
     single_elimination,
     tier_scores,
 )
+
+log = logging.getLogger(__name__)
+
+# anchor_seed=auto: a judge that draws afresh less than this share of a reply's noise when re-asked
+# repeats its verdicts, and the anchor's bracket games would mostly replay its seeding games
+REPEATS_BELOW = 0.5
+_WARNED: set[str] = set()  # judge types warned about once: they declare no rejudge_share
+
+
+def auto_anchor_seed(judge) -> str:
+    """``anchor_seed=auto``'s rule for ``judge``, by its ``rejudge_share``
+    (``judges.base.rejudge_share``): ``record`` for a judge that repeats a verdict when re-asked
+    (share below ``REPEATS_BELOW``: a temperature-0 LLM judge, the LLMBar fits, the MT-bench
+    fit's 0.06), ``lattice`` for one that re-judges (the simulated presets: 1), and ``lattice``
+    for a judge that does not say (no judge bound: a test driving ``play``; an LLM judge at a
+    temperature above 0, logged once as a warning: measure it with ``arenabench calibrate`` or
+    set ``anchor_seed``). ``lattice`` is the paper's ``mean`` on continuous replies."""
+    if judge is None:
+        return "lattice"
+    share = rejudge_share(judge)
+    if share is None:
+        if type(judge).__name__ in _WARNED:
+            return "lattice"
+        _WARNED.add(type(judge).__name__)
+        log.warning(
+            "seeded_single_elim: anchor_seed=auto: %r declares no rejudge_share (how much of a reply "
+            "a re-asked request draws afresh); ranking as for a judge that re-judges (lattice). Set "
+            "anchor_seed=record if it repeats its verdicts (docs/constructors-notes.md §3)",
+            judge,
+        )
+        return "lattice"
+    return "record" if share < REPEATS_BELOW else "lattice"
 
 
 @register("seeded_single_elim")
@@ -41,9 +75,13 @@ class SeededSingleElim(Constructor):
     game against a player already met — every bracket game of the anchor, which met everyone in
     seeding — is a new judgment (``brackets.rematch``), not a replay of the seeding verdict.
 
-    The anchor's seeding score (``anchor_seed``). ``"mean"`` (default): the mean over its N−1
-    seeding matches — the paper's "plus the anchor's averaged score", as the authors' code has
-    it. ``"match"``: its score in one of those matches, drawn at random
+    The anchor's seeding rule (``anchor_seed``). ``"auto"`` (default, ``auto_anchor_seed``):
+    ``record`` (below) for a judge that repeats its verdicts when re-asked (``rejudge_share`` <
+    ½: a temperature-0 LLM judge, the fitted judges), else ``lattice`` (below; on continuous
+    replies exactly the paper's ``mean``) — the unbiased rule for each kind of judge (issue 31.3,
+    ``docs/constructors-notes.md`` §3), read off the judge the engine runs it against
+    (``bind_judge``). ``"mean"``: the mean over its N−1 seeding matches — the paper's "plus the
+    anchor's averaged score", as the authors' code has it. ``"match"``: its score in one of those matches, drawn at random
     (``brackets.one_match_seeding``), one match score like every explorer's. The mean is the
     better estimate (``match`` costs 0.002–0.011 Kendall τ in the fidelity study), but it is not
     exchangeable with the explorers' single scores it is sorted and compared against: on an
@@ -93,7 +131,9 @@ class SeededSingleElim(Constructor):
     """
 
     needs_anchor = True
-    anchor_seed: str = "mean"
+    anchor_seed: str = "auto"
+    # the rule ``auto`` stands for, set by ``bind_judge`` (the engine's judge); unbound: lattice
+    _auto: str = field(default="lattice", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -103,40 +143,54 @@ class SeededSingleElim(Constructor):
                 f"got {self.anchor_seed!r}"
             )
 
+    def bind_judge(self, judge) -> None:
+        """``anchor_seed=auto``: the rule for this judge (``auto_anchor_seed``)."""
+        if self.anchor_seed == "auto":
+            rule = auto_anchor_seed(judge)
+            if rule != self._auto:
+                log.info("seeded_single_elim: anchor_seed=auto -> %s for %r", rule, judge)
+            self._auto = rule
+
+    @property
+    def rule(self) -> str:
+        """The anchor seeding rule ``play`` follows: ``anchor_seed``, ``auto`` resolved."""
+        return self._auto if self.anchor_seed == "auto" else self.anchor_seed
+
     def play(self, group, rng):
         if why := self.trivial(group):
             return trivial_outcome(group, why)
         n = len(group)
+        rule = self.rule
         seed_score, history, seed_failed = yield from anchor_phase(self, group)
-        if self.anchor_seed == "match":
+        if rule == "match":
             seed_score = one_match_seeding(seed_score, history, group.anchor, rng)
-        elif self.anchor_seed == "neutral":
+        elif rule == "neutral":
             seed_score = neutral_seeding(seed_score, history, group.anchor)
-        elif self.anchor_seed == "lattice":
+        elif rule == "lattice":
             seed_score = lattice_seeding(seed_score, history, group.anchor, rng)
-        if self.anchor_seed == "record":  # the anchor sits the bracket out
+        if rule == "record":  # the anchor sits the bracket out
             explorers = [i for i in range(n) if i != group.anchor]
             seeds = [explorers[k] for k in seed_order(seed_score[explorers], rng)]
         else:
             seeds = seed_order(seed_score, rng)
-        h2h = group.anchor if self.anchor_seed.startswith("h2h") else None
+        h2h = group.anchor if rule.startswith("h2h") else None
         seeding = Seeding(seed_score, len(history), h2h)
         flags: Counter[str] = Counter({"failed_seeding": seed_failed} if seed_failed else {})
         links: list[tuple[int, int]] = []  # coin-flip games: they separate no one
         # depth: the round in which a player lost; the champion gets rounds + 1
         depth, _ = yield from single_elimination(self, seeds, history, flags, rng, links, seeding, n)
-        if self.anchor_seed == "record":
+        if rule == "record":
             depth[group.anchor] = np.nan  # unranked among the explorers, then placed by its record
         rank = ranks_from_keys(depth, tier_scores(n, history, seeding))
-        if self.anchor_seed == "record":
+        if rule == "record":
             # before pooling: the anchor's slot is among the explorers' evidence-ordered ranks
             # 0..N−2; pooling then moves only the explorers joined by coin flips, never the anchor
             rank = place_anchor_by_record(rank, group.anchor, history[: seeding.matches])
-        elif self.anchor_seed == "h2h_tier":
+        elif rule == "h2h_tier":
             rank = place_anchor_by_head_to_head(rank, depth, group.anchor, history[: seeding.matches])
         rank = pool_ranks(rank, links)
         return Outcome(
             rank=rank,
             flags=[f"{k}:{v}" for k, v in flags.items()],
-            extra={"seeds": seeds, "depth": depth, "coin_flips": links},
+            extra={"seeds": seeds, "depth": depth, "coin_flips": links, "anchor_seed": rule},
         )
