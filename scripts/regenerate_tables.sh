@@ -13,13 +13,16 @@ FITTED=${FITTED:-"gpt4_llmbar chatgpt_llmbar gpt4turbo_mtbench"}
 JUDGE_ARMS=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss,pointwise_rank,pointwise_budget
 # group_size per judge: seeds 0-9 like every published table (GS_JUDGE_SEEDS=0,1,2,3,4: ~10 min less)
 GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4,5,6,7,8,9}
+# the sweep dir's last part: a new name reruns a stage as a new sweep (the report reads the latest),
+# e.g. after a rule change at a new commit (a rerun into the same sweep would repeat its seeds)
+SWEEP=${SWEEP:-tables}
 STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc"}
 # one fixed sweep dir (= the runs' sweep id) per experiment name: a killed stage restarted with the
 # same command at the same commit re-runs only what did not finish (tracking.skip_finished matches
 # config and commit), and the report (latest sweep) still sees every run
 train() {
   local name=$1; shift
-  "$PY" -m arenabench.train -m progress=false tracking.uri="$URI" hydra.sweep.dir="results/hydra/multirun/$name/tables" "$@"
+  "$PY" -m arenabench.train -m progress=false tracking.uri="$URI" hydra.sweep.dir="results/hydra/multirun/$name/$SWEEP" "$@"
 }
 for stage in $STAGES; do
   echo "== $stage $(date -u +%H:%M:%S)"
