@@ -38,25 +38,26 @@ def auto_anchor_seed(judge) -> str:
     """``anchor_seed=auto``'s rule for ``judge``, by its ``rejudge_share``
     (``judges.base.rejudge_share``): ``record`` for a judge that repeats a verdict when re-asked
     (share below ``REPEATS_BELOW``: a temperature-0 LLM judge, the LLMBar fits, the MT-bench
-    fit's 0.06), ``lattice`` for one that re-judges (the simulated presets: 1), and ``lattice``
-    for a judge that does not say (no judge bound: a test driving ``play``; an LLM judge at a
-    temperature above 0, logged once as a warning: measure it with ``arenabench calibrate`` or
-    set ``anchor_seed``). ``lattice`` is the paper's ``mean`` on continuous replies."""
+    fit's 0.06), ``lattice_key`` for one that re-judges (the simulated presets: 1), and
+    ``lattice_key`` for a judge that does not say (no judge bound: a test driving ``play``; an
+    LLM judge at a temperature above 0, logged once as a warning: measure it with ``arenabench
+    calibrate`` or set ``anchor_seed``). ``lattice_key`` is the paper's ``mean`` on continuous
+    replies."""
     if judge is None:
-        return "lattice"
+        return "lattice_key"
     share = rejudge_share(judge)
     if share is None:
         if type(judge).__name__ in _WARNED:
-            return "lattice"
+            return "lattice_key"
         _WARNED.add(type(judge).__name__)
         log.warning(
             "seeded_single_elim: anchor_seed=auto: %r declares no rejudge_share (how much of a reply "
-            "a re-asked request draws afresh); ranking as for a judge that re-judges (lattice). Set "
+            "a re-asked request draws afresh); ranking as for a judge that re-judges (lattice_key). Set "
             "anchor_seed=record if it repeats its verdicts (docs/constructors-notes.md §3)",
             judge,
         )
-        return "lattice"
-    return "record" if share < REPEATS_BELOW else "lattice"
+        return "lattice_key"
+    return "record" if share < REPEATS_BELOW else "lattice_key"
 
 
 @register("seeded_single_elim")
@@ -76,49 +77,56 @@ class SeededSingleElim(Constructor):
     seeding — is a new judgment (``brackets.rematch``), not a replay of the seeding verdict.
 
     The anchor's seeding rule (``anchor_seed``). ``"auto"`` (default, ``auto_anchor_seed``):
-    ``record`` (below) for a judge that repeats its verdicts when re-asked (``rejudge_share`` <
-    ½: a temperature-0 LLM judge, the fitted judges), else ``lattice`` (below; on continuous
-    replies exactly the paper's ``mean``) — the unbiased rule for each kind of judge (issue 31.3,
+    ``record`` (below) for a judge that repeats its verdicts when re-asked (``rejudge_share`` < ½: a
+    temperature-0 LLM judge, the fitted judges), else ``lattice_key`` (below; on continuous replies
+    exactly the paper's ``mean``) — the unbiased rule for each kind of judge (issue 31.3,
     ``docs/constructors-notes.md`` §3), read off the judge the engine runs it against
     (``bind_judge``). ``"mean"``: the mean over its N−1 seeding matches — the paper's "plus the
-    anchor's averaged score", as the authors' code has it. ``"match"``: its score in one of those matches, drawn at random
-    (``brackets.one_match_seeding``), one match score like every explorer's. The mean is the
-    better estimate (``match`` costs 0.002–0.011 Kendall τ in the fidelity study), but it is not
-    exchangeable with the explorers' single scores it is sorted and compared against: on an
-    integer-rubric judge single scores sit on a skewed lattice, and in groups of equal quality
-    the greedy anchor's mean advantage is −0.069 ± 0.019 at N = 16 (issue 31; 4,000 groups).
-    With ``match`` every later rule treats the anchor as one more explorer, so on a judge that
-    judges a rematch afresh its mean advantage is 0 by symmetry (+0.002 ± 0.014 there). On a
-    judge that repeats its verdicts (the LLMBar fits) the anchor's bracket games copy its
+    anchor's averaged score", as the authors' code has it. ``"match"``: its score in one of those
+    matches, drawn at random (``brackets.one_match_seeding``), one match score like every
+    explorer's. The mean is the better estimate (``match`` costs 0.002–0.011 Kendall τ in the
+    fidelity study), but it is not exchangeable with the explorers' single scores it is sorted and
+    compared against: on an integer-rubric judge single scores sit on a skewed lattice, and in
+    groups of equal quality the greedy anchor's mean advantage is −0.069 ± 0.019 at N = 16 (issue
+    31; 4,000 groups). With ``match`` every later rule treats the anchor as one more explorer, so on
+    a judge that judges a rematch afresh its mean advantage is 0 by symmetry (+0.002 ± 0.014 there).
+    On a judge that repeats its verdicts (the LLMBar fits) the anchor's bracket games copy its
     seeding and a bias remains under every rule (``docs/constructors-notes.md``). ``"neutral"``
     (``brackets.neutral_seeding``): the anchor at the tie point of its games, each explorer apart
-    from it by what separated them in their own game, so the anchor-vs-explorer order always
-    agrees with their game and is symmetric on any grid; it costs 0.020–0.037 τ on the simulated
-    judges (an explorer's value carries the anchor's noise) and is measured, not recommended
+    from it by what separated them in their own game, so the anchor-vs-explorer order always agrees
+    with their game and is symmetric on any grid; it costs 0.020–0.037 τ on the simulated judges (an
+    explorer's value carries the anchor's noise) and is measured, not recommended
     (``results/anchor_bias/``). ``"h2h"``: seeded as ``mean``, but a tied or failed bracket game
     between the anchor and an explorer goes by their own seeding game (``brackets.head_to_head``;
     tied there too: a coin flip, pooled), since under ``mean`` the anchor's off-lattice average
     almost never equals an explorer's and its tied games escape the no-information pooling.
-    ``"h2h_tier"``: ``h2h`` plus the anchor placed inside its tier by its seeding games against
-    its tier-mates (``brackets.place_anchor_by_head_to_head``). Both measured, neither
-    recommended: biased on the integer judge at N = 8 (z +4.0, +5.5). ``"lattice"``
-    (``brackets.lattice_seeding``): the mean, stochastically rounded onto the score lattice read
-    off the judge's replies (expectation the mean, at most one step away), so the anchor ties
-    an explorer as explorers tie each other; on continuous replies it is ``mean`` exactly.
-    Unbiased in all four simulated cells (integer N = 16 −0.007 ± 0.014) at 0.005–0.009 τ on
-    the integer judge (none on continuous ones); on the LLMBar fits, which repeat their
-    verdicts, it leaves an upward bias (+0.04…+0.05 at N = 16) as every rule leaves one there.
-    ``"record"`` (``brackets.place_anchor_by_record``), for a judge that repeats a verdict when
-    re-asked (temperature 0; the LLMBar fits, ``rejudge_share = 0``): there the anchor's bracket
-    games would replay its seeding games, and each explorer's seed is its result against the
-    anchor, so the anchor's bracket results follow from its opponents' seeds. The anchor seeds
-    the explorers' bracket and sits it out (2N − 3 comparisons); its rank is exactly its record
-    over its N − 1 seeding games, L + T/2 (L explorers beat it, T tied it), the explorers keeping
-    their bracket order on the other ranks. The rule is for such a judge, declared by the user
-    choosing it: it asks nothing twice, so it needs no detection. Measured (4,000 groups): the
-    anchor within 1.5 SE of 0 under the three fitted judges (gpt4_llmbar N = 16 −0.001 ± 0.005),
-    τ higher under the LLMBar fits (+0.007…+0.024); under the integer judge, which re-judges
-    afresh, biased at N = 16 (−0.030 ± 0.011) and τ −0.015 — ``lattice`` is that judge's option.
+    ``"h2h_tier"``: ``h2h`` plus the anchor placed inside its tier by its seeding games against its
+    tier-mates (``brackets.place_anchor_by_head_to_head``). Both measured, neither recommended:
+    biased on the integer judge at N = 8 (z +4.0, +5.5). ``"lattice"``
+    (``brackets.lattice_seeding``): the mean, stochastically rounded onto the score lattice read off
+    the judge's replies (expectation the mean, at most one step away), so the anchor ties an
+    explorer as explorers tie each other; on continuous replies it is ``mean`` exactly. Unbiased in
+    all four simulated cells (integer N = 16 −0.007 ± 0.014) at 0.005–0.009 τ on the integer judge
+    (none on continuous ones); on the LLMBar fits, which repeat their verdicts, it leaves an upward
+    bias (+0.04…+0.05 at N = 16) as every rule leaves one there. ``"lattice_key"``: the bracket
+    seeded on the anchor's exact mean, the anchor compared — in the tier key and ``decide``'s
+    evidence — on ``lattice``'s value. The bias lives where ties are settled (the anchor's
+    off-lattice key never ties, so its tied games are never pooled), while the mean's fractional
+    part is real evidence for the seed order: seeded on the lattice value with the mean as key, the
+    integer N = 16 bias stays (−0.071 ± 0.019); keyed on the lattice it goes (−0.014 ± 0.013), at
+    about half ``lattice``'s τ cost on the integer judge (none significant at 2,000 groups); on
+    continuous replies it is ``mean`` exactly. ``"record"`` (``brackets.place_anchor_by_record``),
+    for a judge that repeats a verdict when re-asked (temperature 0; the LLMBar fits,
+    ``rejudge_share = 0``): there the anchor's bracket games would replay its seeding games, and
+    each explorer's seed is its result against the anchor, so the anchor's bracket results follow
+    from its opponents' seeds. The anchor seeds the explorers' bracket and sits it out (2N − 3
+    comparisons); its rank is exactly its record over its N − 1 seeding games, L + T/2 (L explorers
+    beat it, T tied it), the explorers keeping their bracket order on the other ranks. The rule is
+    for such a judge, declared by the user choosing it: it asks nothing twice, so it needs no
+    detection. Measured (4,000 groups): the anchor within 1.5 SE of 0 under the three fitted judges
+    (gpt4_llmbar N = 16 −0.001 ± 0.005), τ higher under the LLMBar fits (+0.007…+0.024); under the
+    integer judge, which re-judges afresh, biased at N = 16 (−0.030 ± 0.011) and τ −0.015 —
+    ``lattice`` is that judge's option.
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
@@ -132,8 +140,8 @@ class SeededSingleElim(Constructor):
 
     needs_anchor = True
     anchor_seed: str = "auto"
-    # the rule ``auto`` stands for, set by ``bind_judge`` (the engine's judge); unbound: lattice
-    _auto: str = field(default="lattice", init=False, repr=False, compare=False)
+    # the rule ``auto`` stands for, set by ``bind_judge`` (the engine's judge); unbound: lattice_key
+    _auto: str = field(default="lattice_key", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -168,13 +176,17 @@ class SeededSingleElim(Constructor):
             seed_score = neutral_seeding(seed_score, history, group.anchor)
         elif rule == "lattice":
             seed_score = lattice_seeding(seed_score, history, group.anchor, rng)
+        # lattice_key: the bracket is seeded on the mean, the anchor compared on the lattice
+        key_score = seed_score
+        if rule == "lattice_key":
+            key_score = lattice_seeding(seed_score, history, group.anchor, rng)
         if rule == "record":  # the anchor sits the bracket out
             explorers = [i for i in range(n) if i != group.anchor]
             seeds = [explorers[k] for k in seed_order(seed_score[explorers], rng)]
         else:
             seeds = seed_order(seed_score, rng)
         h2h = group.anchor if rule.startswith("h2h") else None
-        seeding = Seeding(seed_score, len(history), h2h)
+        seeding = Seeding(key_score, len(history), h2h)
         flags: Counter[str] = Counter({"failed_seeding": seed_failed} if seed_failed else {})
         links: list[tuple[int, int]] = []  # coin-flip games: they separate no one
         # depth: the round in which a player lost; the champion gets rounds + 1
@@ -192,5 +204,11 @@ class SeededSingleElim(Constructor):
         return Outcome(
             rank=rank,
             flags=[f"{k}:{v}" for k, v in flags.items()],
-            extra={"seeds": seeds, "depth": depth, "coin_flips": links, "anchor_seed": rule},
+            extra={
+                "seeds": seeds,
+                "seed_score": seed_score,  # what the bracket was seeded on
+                "depth": depth,
+                "coin_flips": links,
+                "anchor_seed": rule,
+            },
         )

@@ -54,6 +54,7 @@ OPEN = pytest.mark.xfail(
 MEAN = "seeded_single_elim:anchor_seed=mean"  # the paper's rule (the default was, before auto)
 MATCH = "seeded_single_elim:anchor_seed=match"
 LATTICE = "seeded_single_elim:anchor_seed=lattice"
+LATTICE_KEY = "seeded_single_elim:anchor_seed=lattice_key"
 RECORD = "seeded_single_elim:anchor_seed=record"
 RECORD_OPEN = pytest.mark.xfail(
     strict=True,
@@ -66,8 +67,8 @@ RECORD_OPEN = pytest.mark.xfail(
 @pytest.mark.parametrize(
     "name,n,preset",
     [
-        # the default, anchor_seed=auto: lattice on the simulated judges (which re-judge afresh;
-        # on continuous replies lattice is the paper's mean exactly), record on the LLMBar fits
+        # the default, anchor_seed=auto: lattice_key on the simulated judges (which re-judge
+        # afresh; on continuous replies it is the paper's mean exactly), record on the LLMBar fits
         # (which repeat their verdicts, rejudge_share = 0); test_auto_is_... checks the mapping
         ("seeded_single_elim", 8, "calibrated"),
         ("seeded_single_elim", 8, "integer"),
@@ -500,8 +501,8 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
     """``anchor_seed=auto`` (the default) reads the judge's ``rejudge_share`` (through the
     stack's wrappers): below ½ (a re-asked request mostly replays its reply: the LLMBar fits 0,
     the MT-bench fit 0.06, a temperature-0 LLM judge, a constant judge) ``record``, else
-    ``lattice`` (the simulated presets, 1); a judge that does not say gets ``lattice`` and one
-    warning per judge type. Through the engine the default's results are the resolved rule's bit
+    ``lattice_key`` (the simulated presets, 1); a judge that does not say gets ``lattice_key``
+    and one warning per judge type. Through the engine the default's results are the resolved rule's bit
     for bit, and an explicit rule ignores the judge."""
     from arenabench.judges.openai_compat import OpenAIJudge
     from arenabench.judges.ordinal import OrdinalJudge
@@ -511,8 +512,8 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
     monkeypatch.setattr(single_elim, "_WARNED", set())  # no warning given by an earlier test
     assert REPEATS_BELOW == 0.5
     cases = {
-        "calibrated": "lattice",
-        "integer": "lattice",
+        "calibrated": "lattice_key",
+        "integer": "lattice_key",
         "gpt4_llmbar": "record",
         "chatgpt_llmbar": "record",
         "gpt4turbo_mtbench": "record",
@@ -520,12 +521,12 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
     for name, rule in cases.items():
         assert auto_anchor_seed(judges.get(name)) == rule, name
     assert auto_anchor_seed(OrdinalJudge(rejudge_share=0.49)) == "record"
-    assert auto_anchor_seed(OrdinalJudge(rejudge_share=0.5)) == "lattice"
+    assert auto_anchor_seed(OrdinalJudge(rejudge_share=0.5)) == "lattice_key"
     assert auto_anchor_seed(judges.ConstantJudge()) == "record"
     stack = judges.JudgeStack(judges.get("gpt4_llmbar"), cache=str(tmp_path / "j.db"), faults={"rate": 0.1})
     assert auto_anchor_seed(stack) == "record"
     assert auto_anchor_seed(OpenAIJudge("http://127.0.0.1:1", "m", api_key_env=None)) == "record"
-    assert auto_anchor_seed(None) == "lattice"  # play driven without an engine
+    assert auto_anchor_seed(None) == "lattice_key"  # play driven without an engine
 
     class Silent:  # declares nothing
         def judge_pairs(self, requests):
@@ -533,8 +534,8 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
 
     with caplog.at_level("WARNING", logger="arenabench.rewards.single_elim"):
         warm = OpenAIJudge("http://127.0.0.1:1", "m", api_key_env=None, temperature=0.7)
-        assert auto_anchor_seed(warm) == auto_anchor_seed(warm) == "lattice"
-        assert auto_anchor_seed(Silent()) == "lattice"
+        assert auto_anchor_seed(warm) == auto_anchor_seed(warm) == "lattice_key"
+        assert auto_anchor_seed(Silent()) == "lattice_key"
     warned = [r for r in caplog.records if "declares no rejudge_share" in r.getMessage()]
     assert len(warned) == 2, [r.getMessage() for r in warned]  # once per judge type
 
@@ -545,7 +546,7 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
         auto_anchor_seed(Bad())
 
     groups = equal_quality_groups(40, 8)
-    for name, rule in (("integer", LATTICE), ("gpt4_llmbar", RECORD)):
+    for name, rule in (("integer", LATTICE_KEY), ("gpt4_llmbar", RECORD)):
         engine = Engine(judges.get(name, seed=4), seed=0)
         auto = engine.run(rewards.get("seeded_single_elim"), groups).results
         explicit = engine.run(rewards.from_spec(rule), groups).results
@@ -554,3 +555,31 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
             assert r.comparisons == s.comparisons and r.extra["anchor_seed"] == rule.split("=")[1]
         mean = engine.run(rewards.from_spec(MEAN), groups).results
         assert all(r.extra["anchor_seed"] == "mean" and r.comparisons == 14 for r in mean)
+
+
+def test_lattice_key_seeds_on_the_mean_and_compares_the_anchor_on_the_lattice():
+    """``anchor_seed=lattice_key``: on ``calibrated`` (continuous replies) the ranks of ``mean``
+    bit for bit; on ``integer`` (N = 16, 300 equal-quality groups, the slow test's seeds) the
+    bracket is seeded on the anchor's exact mean, off the integer lattice in most groups, in
+    descending order of the seeding scores, and the anchor shares a rank about as often as an
+    explorer (within 0.08; under ``mean`` far less often, ``test_lattice_is_the_papers_rule_…``):
+    its tier key and tied games are on the lattice."""
+    groups = equal_quality_groups(300, 16)
+    cal = Engine(judges.get("calibrated", seed=4), seed=0)
+    for r, s in zip(
+        cal.run(rewards.from_spec(LATTICE_KEY), groups[:100]).results,
+        cal.run(rewards.from_spec(MEAN), groups[:100]).results,
+        strict=True,
+    ):
+        assert np.array_equal(r.rank, s.rank) and np.array_equal(r.advantage, s.advantage)
+    integer = Engine(judges.get("integer", seed=4), seed=0)
+    results = integer.run(rewards.from_spec(LATTICE_KEY), groups).results
+    off_lattice = 0
+    for g, r in zip(groups, results, strict=True):
+        score = r.extra["seed_score"]
+        off_lattice += score[g.anchor] != round(score[g.anchor])
+        assert np.all(np.diff(score[r.extra["seeds"]]) <= 0)  # seeded best first on these values
+    assert off_lattice >= len(groups) // 2, off_lattice  # 190 of 300 when written
+    shared = np.array([[np.sum(r.rank == r.rank[i]) > 1 for i in range(16)] for r in results])
+    anchor, explorers = shared[:, 0].mean(), shared[:, 1:].mean()
+    assert abs(anchor - explorers) <= 0.08, (anchor, explorers)
