@@ -38,26 +38,25 @@ def auto_anchor_seed(judge) -> str:
     """``anchor_seed=auto``'s rule for ``judge``, by its ``rejudge_share``
     (``judges.base.rejudge_share``): ``record`` for a judge that repeats a verdict when re-asked
     (share below ``REPEATS_BELOW``: a temperature-0 LLM judge, the LLMBar fits, the MT-bench
-    fit's 0.06), ``lattice_key`` for one that re-judges (the simulated presets: 1), and
-    ``lattice_key`` for a judge that does not say (no judge bound: a test driving ``play``; an
-    LLM judge at a temperature above 0, logged once as a warning: measure it with ``arenabench
-    calibrate`` or set ``anchor_seed``). ``lattice_key`` is the paper's ``mean`` on continuous
-    replies."""
+    fit's 0.06), ``lattice`` for one that re-judges (the simulated presets: 1), and ``lattice``
+    for a judge that does not say (no judge bound: a test driving ``play``; an LLM judge at a
+    temperature above 0, logged once as a warning: measure it with ``arenabench calibrate`` or
+    set ``anchor_seed``). ``lattice`` is the paper's ``mean`` on continuous replies."""
     if judge is None:
-        return "lattice_key"
+        return "lattice"
     share = rejudge_share(judge)
     if share is None:
         if type(judge).__name__ in _WARNED:
-            return "lattice_key"
+            return "lattice"
         _WARNED.add(type(judge).__name__)
         log.warning(
             "seeded_single_elim: anchor_seed=auto: %r declares no rejudge_share (how much of a reply "
-            "a re-asked request draws afresh); ranking as for a judge that re-judges (lattice_key). Set "
+            "a re-asked request draws afresh); ranking as for a judge that re-judges (lattice). Set "
             "anchor_seed=record if it repeats its verdicts (docs/constructors-notes.md §3)",
             judge,
         )
-        return "lattice_key"
-    return "record" if share < REPEATS_BELOW else "lattice_key"
+        return "lattice"
+    return "record" if share < REPEATS_BELOW else "lattice"
 
 
 @register("seeded_single_elim")
@@ -78,7 +77,7 @@ class SeededSingleElim(Constructor):
 
     The anchor's seeding rule (``anchor_seed``). ``"auto"`` (default, ``auto_anchor_seed``):
     ``record`` (below) for a judge that repeats its verdicts when re-asked (``rejudge_share`` < ½: a
-    temperature-0 LLM judge, the fitted judges), else ``lattice_key`` (below; on continuous replies
+    temperature-0 LLM judge, the fitted judges), else ``lattice`` (below; on continuous replies
     exactly the paper's ``mean``) — the unbiased rule for each kind of judge (issue 31.3,
     ``docs/constructors-notes.md`` §3), read off the judge the engine runs it against
     (``bind_judge``). ``"mean"``: the mean over its N−1 seeding matches — the paper's "plus the
@@ -115,18 +114,20 @@ class SeededSingleElim(Constructor):
     part is real evidence for the seed order: seeded on the lattice value with the mean as key, the
     integer N = 16 bias stays (−0.071 ± 0.019); keyed on the lattice it goes (−0.014 ± 0.013), at
     about half ``lattice``'s τ cost on the integer judge (none significant at 2,000 groups); on
-    continuous replies it is ``mean`` exactly. ``"record"`` (``brackets.place_anchor_by_record``),
-    for a judge that repeats a verdict when re-asked (temperature 0; the LLMBar fits,
-    ``rejudge_share = 0``): there the anchor's bracket games would replay its seeding games, and
-    each explorer's seed is its result against the anchor, so the anchor's bracket results follow
-    from its opponents' seeds. The anchor seeds the explorers' bracket and sits it out (2N − 3
-    comparisons); its rank is exactly its record over its N − 1 seeding games, L + T/2 (L explorers
-    beat it, T tied it), the explorers keeping their bracket order on the other ranks. The rule is
-    for such a judge, declared by the user choosing it: it asks nothing twice, so it needs no
-    detection. Measured (4,000 groups): the anchor within 1.5 SE of 0 under the three fitted judges
-    (gpt4_llmbar N = 16 −0.001 ± 0.005), τ higher under the LLMBar fits (+0.007…+0.024); under the
-    integer judge, which re-judges afresh, biased at N = 16 (−0.030 ± 0.011) and τ −0.015 —
-    ``lattice`` is that judge's option.
+    continuous replies it is ``mean`` exactly. Measured, not the default: on a verdict judge that
+    re-judges (the LLMBar fits with ``rejudge_share`` ½ or 1) it is biased (chatgpt_llmbar, share 1,
+    N = 8: −0.051 ± 0.017), where ``lattice`` is not (``results/anchor_bias/lattice_key/``).
+    ``"record"`` (``brackets.place_anchor_by_record``), for a judge that repeats a verdict when
+    re-asked (temperature 0; the LLMBar fits, ``rejudge_share = 0``): there the anchor's bracket
+    games would replay its seeding games, and each explorer's seed is its result against the anchor,
+    so the anchor's bracket results follow from its opponents' seeds. The anchor seeds the
+    explorers' bracket and sits it out (2N − 3 comparisons); its rank is exactly its record over its
+    N − 1 seeding games, L + T/2 (L explorers beat it, T tied it), the explorers keeping their
+    bracket order on the other ranks. The rule is for such a judge, declared by the user choosing
+    it: it asks nothing twice, so it needs no detection. Measured (4,000 groups): the anchor within
+    1.5 SE of 0 under the three fitted judges (gpt4_llmbar N = 16 −0.001 ± 0.005), τ higher under
+    the LLMBar fits (+0.007…+0.024); under the integer judge, which re-judges afresh, biased at N =
+    16 (−0.030 ± 0.011) and τ −0.015 — ``lattice`` is that judge's option.
 
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal or NaN (failed) seeding scores are ordered by a seeded random
@@ -140,8 +141,8 @@ class SeededSingleElim(Constructor):
 
     needs_anchor = True
     anchor_seed: str = "auto"
-    # the rule ``auto`` stands for, set by ``bind_judge`` (the engine's judge); unbound: lattice_key
-    _auto: str = field(default="lattice_key", init=False, repr=False, compare=False)
+    # the rule ``auto`` stands for, set by ``bind_judge`` (the engine's judge); unbound: lattice
+    _auto: str = field(default="lattice", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
