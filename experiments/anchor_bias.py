@@ -94,7 +94,7 @@ def fidelity(rules: list[str], base: str, n: int, judge: str, groups: int) -> li
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/anchor_bias")
-    ap.add_argument("--rules", default="mean,match,neutral,h2h,h2h_tier,lattice,record,auto")
+    ap.add_argument("--rules", default="mean,match,neutral,h2h,h2h_tier,lattice")
     ap.add_argument("--base", default="mean", help="the rule each one is paired with in fidelity")
     ap.add_argument(
         "--judges",
