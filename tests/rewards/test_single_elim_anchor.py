@@ -366,28 +366,30 @@ def test_lattice_is_the_papers_rule_on_continuous_replies_and_pools_the_anchor_l
     one in 38% of groups, an explorer in 88% (issue 31.3's diagnosis) — 300 equal-quality
     groups, seeds as the slow test: the anchor's share is within 0.08 of the explorers'."""
     groups = equal_quality_groups(300, 16)
+    _assert_mean_on_continuous_replies(LATTICE, groups[:100])
+    integer = Engine(judges.get("integer", seed=4), seed=0)
+    anchor, explorers = _shared_rank_shares(integer.run(rewards.from_spec(LATTICE), groups).results)
+    assert abs(anchor - explorers) <= 0.08, (anchor, explorers)
+    anchor_mean, explorers_mean = _shared_rank_shares(integer.run(rewards.from_spec(MEAN), groups).results)
+    assert explorers_mean - anchor_mean >= 0.3, (anchor_mean, explorers_mean)
+
+
+def _assert_mean_on_continuous_replies(spec, groups):
+    """``spec`` gives ``mean``'s ranks and advantages bit for bit on ``calibrated`` (no lattice)."""
     cal = Engine(judges.get("calibrated", seed=4), seed=0)
     for r, s in zip(
-        cal.run(rewards.from_spec(LATTICE), groups[:100]).results,
-        cal.run(rewards.from_spec(MEAN), groups[:100]).results,
+        cal.run(rewards.from_spec(spec), groups).results,
+        cal.run(rewards.from_spec(MEAN), groups).results,
         strict=True,
     ):
         assert np.array_equal(r.rank, s.rank) and np.array_equal(r.advantage, s.advantage)
-    integer = Engine(judges.get("integer", seed=4), seed=0)
 
-    def shares(spec):
-        shared = np.array(
-            [
-                [np.sum(r.rank == r.rank[i]) > 1 for i in range(16)]
-                for r in integer.run(rewards.from_spec(spec), groups).results
-            ]
-        )
-        return shared[:, 0].mean(), shared[:, 1:].mean()
 
-    anchor, explorers = shares(LATTICE)
-    assert abs(anchor - explorers) <= 0.08, (anchor, explorers)
-    anchor_mean, explorers_mean = shares(MEAN)
-    assert explorers_mean - anchor_mean >= 0.3, (anchor_mean, explorers_mean)
+def _shared_rank_shares(results):
+    """(share of groups in which the anchor — index 0 — shares its rank, the explorers' mean share)."""
+    n = len(results[0].rank)
+    shared = np.array([[np.sum(r.rank == r.rank[i]) > 1 for i in range(n)] for r in results])
+    return shared[:, 0].mean(), shared[:, 1:].mean()
 
 
 def test_record_places_the_anchor_at_losses_plus_half_its_ties_among_the_explorers():
@@ -570,13 +572,7 @@ def test_lattice_key_seeds_on_the_mean_and_compares_the_anchor_on_the_lattice():
     explorer (within 0.08; under ``mean`` far less often, ``test_lattice_is_the_papers_rule_…``):
     its tier key and tied games are on the lattice."""
     groups = equal_quality_groups(300, 16)
-    cal = Engine(judges.get("calibrated", seed=4), seed=0)
-    for r, s in zip(
-        cal.run(rewards.from_spec(LATTICE_KEY), groups[:100]).results,
-        cal.run(rewards.from_spec(MEAN), groups[:100]).results,
-        strict=True,
-    ):
-        assert np.array_equal(r.rank, s.rank) and np.array_equal(r.advantage, s.advantage)
+    _assert_mean_on_continuous_replies(LATTICE_KEY, groups[:100])
     integer = Engine(judges.get("integer", seed=4), seed=0)
     results = integer.run(rewards.from_spec(LATTICE_KEY), groups).results
     off_lattice = 0
@@ -585,6 +581,5 @@ def test_lattice_key_seeds_on_the_mean_and_compares_the_anchor_on_the_lattice():
         off_lattice += score[g.anchor] != round(score[g.anchor])
         assert np.all(np.diff(score[r.extra["seeds"]]) <= 0)  # seeded best first on these values
     assert off_lattice >= len(groups) // 2, off_lattice  # 190 of 300 when written
-    shared = np.array([[np.sum(r.rank == r.rank[i]) > 1 for i in range(16)] for r in results])
-    anchor, explorers = shared[:, 0].mean(), shared[:, 1:].mean()
+    anchor, explorers = _shared_rank_shares(results)
     assert abs(anchor - explorers) <= 0.08, (anchor, explorers)
