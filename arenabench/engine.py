@@ -182,9 +182,9 @@ class Engine:
         return limit if isinstance(limit, int) and limit >= 1 else DEFAULT_MAX_INFLIGHT
 
     def run(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
-        constructor.bind_judge(self.judge)  # a rule may follow the judge's statistics (anchor_seed=auto)
         if self.resolved_schedule == "pipelined":
             return run_coroutine(self.arun(constructor, groups, step=step), name="arenabench-engine")
+        constructor.bind_judge(self.judge)  # a rule may follow the judge's statistics (anchor_seed=auto)
         run = StepRun(self, constructor, groups, step)
         while run.playing:
             run.send_wave()

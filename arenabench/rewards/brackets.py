@@ -52,7 +52,7 @@ def anchor_phase(c: Constructor, group: Group):
 # seeded_single_elim: the anchor's seeding rule (h2h, h2h_tier: seeded on the mean, see head_to_head;
 # record: the anchor seeds the explorers' bracket, sits it out, and is placed by place_anchor_by_record;
 # lattice_key: seeded on the mean, compared (tier key, tied games) on lattice_seeding's value;
-# auto: record or lattice_key by the judge's rejudge_share, seeded_single_elim.auto_anchor_seed)
+# auto: record or lattice by the judge's rejudge_share, seeded_single_elim.auto_anchor_seed)
 ANCHOR_SEEDS = ("auto", "mean", "match", "neutral", "h2h", "h2h_tier", "lattice", "lattice_key", "record")
 
 # reply_lattice: the largest denominator a score may have to count as on a lattice, and how close

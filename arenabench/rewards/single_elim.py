@@ -45,9 +45,7 @@ def auto_anchor_seed(judge) -> str:
     if judge is None:
         return "lattice"
     share = rejudge_share(judge)
-    if share is None:
-        if type(judge).__name__ in _WARNED:
-            return "lattice"
+    if share is None and type(judge).__name__ not in _WARNED:
         _WARNED.add(type(judge).__name__)
         log.warning(
             "seeded_single_elim: anchor_seed=auto: %r declares no rejudge_share (how much of a reply "
@@ -55,8 +53,7 @@ def auto_anchor_seed(judge) -> str:
             "anchor_seed=record if it repeats its verdicts (docs/constructors-notes.md §3)",
             judge,
         )
-        return "lattice"
-    return "record" if share < REPEATS_BELOW else "lattice"
+    return "record" if share is not None and share < REPEATS_BELOW else "lattice"
 
 
 @register("seeded_single_elim")
