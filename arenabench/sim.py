@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arenabench import numerics as nx
 from arenabench.types import Group, Trajectory, content_hash
 
 # The fidelity study's default group distribution (logit scale): pointwise scores ≈ 0.85,
@@ -53,7 +54,7 @@ def simulate_groups(
         if anchor:
             q[0] = mu + 0.5 * spread * rng.standard_normal()
         lengths = np.maximum(
-            1, np.round(length_mean * np.exp(length_spread * rng.standard_normal(group_size)))
+            1, np.round(length_mean * nx.exp(length_spread * rng.standard_normal(group_size)))
         )
         tau = mu + threshold_spread * rng.standard_normal()
         answer = int(rng.integers(10, 1000))

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import ndtr
 
+from arenabench import numerics as nx
 from arenabench.judges.accounting import JudgeAccounting
 from arenabench.judges.simulated import _combine, _normals, _prompt_keys, true_quality
 from arenabench.judges.tokens import prompt_tokens
@@ -136,7 +137,7 @@ class OrdinalJudge(JudgeAccounting):
     def bias(self, gap: np.ndarray) -> np.ndarray:
         if self.position_gap_scale is None:
             return np.full(np.shape(gap), self.position_bias)
-        return self.position_bias * np.exp(-np.abs(gap) / self.position_gap_scale)
+        return self.position_bias * nx.exp(-np.abs(gap) / self.position_gap_scale)
 
     def verdict(self, d: np.ndarray) -> np.ndarray:
         """+1 (slot A), −1 (slot B) or 0 (tie) of judged differences ``d``."""

@@ -54,6 +54,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
+from arenabench import numerics as nx
 from arenabench.judges.accounting import JudgeAccounting
 from arenabench.judges.tokens import prompt_tokens
 from arenabench.registry import check_types, unknown_message
@@ -213,8 +214,8 @@ def _combine(*cols: np.ndarray) -> np.ndarray:
 
 def _normals(keys: np.ndarray, k: int) -> np.ndarray:
     u = _uniforms(keys, 2 * k)
-    r = np.sqrt(-2.0 * np.log(u[:, :k]))
-    return r * np.cos(2.0 * np.pi * u[:, k:])
+    r = np.sqrt(-2.0 * nx.log(u[:, :k]))
+    return r * nx.cos(2.0 * np.pi * u[:, k:])
 
 
 def _prompt_keys(requests) -> np.ndarray:
@@ -286,7 +287,7 @@ class SimulatedJudge(JudgeAccounting):
     def _length_term(self, lengths: np.ndarray) -> np.ndarray:
         if self.config.length_bias == 0:
             return np.zeros(len(lengths))
-        return self.config.length_bias * np.log(np.maximum(lengths, 1) / LENGTH_REF)
+        return self.config.length_bias * nx.log(np.maximum(lengths, 1) / LENGTH_REF)
 
     def _answer(self, fn, requests):
         """One counted, timed "call" per non-empty batch, as an LLM backend counts a generate."""
@@ -321,16 +322,16 @@ class SimulatedJudge(JudgeAccounting):
             if cfg.noise_model == "thurstone":
                 z = _normals(keys, 2) * (cfg.pair_noise / math.sqrt(2.0))
             else:  # Gumbel per side ⇒ logistic difference ⇒ Bradley-Terry outcomes
-                z = -np.log(-np.log(_uniforms(keys, 2))) * cfg.pair_noise
+                z = -nx.log(-nx.log(_uniforms(keys, 2))) * cfg.pair_noise
             ea, eb = z[:, 0], z[:, 1]
         if cfg.position_gap_scale is None:
             bias = cfg.position_bias
         else:  # larger the closer the true qualities (module doc)
-            bias = cfg.position_bias * np.exp(-np.abs(qa - qb) / cfg.position_gap_scale)
+            bias = cfg.position_bias * nx.exp(-np.abs(qa - qb) / cfg.position_gap_scale)
         sa = qa + ea + bias + self._length_term(la)
         sb = qb + eb + self._length_term(lb)
-        pa = 1.0 / (1.0 + np.exp(-cfg.prob_slope * (sa - sb)))
-        sa, sb = 10.0 / (1.0 + np.exp(-sa)), 10.0 / (1.0 + np.exp(-sb))
+        pa = 1.0 / (1.0 + nx.exp(-cfg.prob_slope * (sa - sb)))
+        sa, sb = 10.0 / (1.0 + nx.exp(-sa)), 10.0 / (1.0 + nx.exp(-sb))
         if cfg.score_grid is not None:
             sa, sb = _on_grid(sa, cfg.score_grid, 10.0), _on_grid(sb, cfg.score_grid, 10.0)
         return [PairJudgment(a, b, p) for a, b, p in zip(sa.tolist(), sb.tolist(), pa.tolist(), strict=True)]
@@ -342,7 +343,7 @@ class SimulatedJudge(JudgeAccounting):
         cfg = self.config
         q = np.array([true_quality(r.traj) for r in requests])
         lens = np.array([r.traj.length for r in requests], dtype=float)
-        s = 1.0 / (1.0 + np.exp(-(q + self._length_term(lens))))
+        s = 1.0 / (1.0 + nx.exp(-(q + self._length_term(lens))))
         if cfg.point_noise > 0:
             keys = _combine(
                 np.full(len(requests), cfg.seed ^ 0x5EED, dtype=np.uint64),

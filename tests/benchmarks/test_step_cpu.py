@@ -16,6 +16,13 @@ numbers. A change that alters any of them must say so and re-record them the sam
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
+from helpers import ROOT
+
 from benchmarks import step_cpu
 
 FAULTS = {"rate": 0.2, "seed": 0, "kinds": ["raise", "malformed", "nan"], "timeout_s": 0}
@@ -49,6 +56,27 @@ def test_table2_judge_path_is_bit_identical():
 def test_table2_judge_path_with_faults_is_bit_identical():
     """Retries and failures (20% injected faults) take the slow paths; counted the same."""
     assert step_cpu.digest(steps=3, faults=FAULTS) == WITH_FAULTS
+
+
+# Every dispatch level numpy can be held below (all but its SSE3 baseline) and ATen's baseline
+# kernels: the digests must not move (issue 40). They cannot force a *higher* level than the CPU
+# has; that side is covered by construction (arenabench/numerics.py, tests/test_numerics.py).
+LOWEST_DISPATCH = {
+    "NPY_DISABLE_CPU_FEATURES": "SSSE3 SSE41 POPCNT SSE42 AVX F16C FMA3 AVX2 AVX512F AVX512CD AVX512_KNL "
+    "AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR",
+    "ATEN_CPU_CAPABILITY": "default",
+}
+
+
+def test_digests_do_not_depend_on_the_cpu_dispatch_level():
+    code = (
+        "import json; from benchmarks import step_cpu; "
+        f"print(json.dumps([step_cpu.digest(steps=3), step_cpu.digest(steps=3, faults={FAULTS!r})]))"
+    )
+    env = {**os.environ, **LOWEST_DISPATCH, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [PLAIN, WITH_FAULTS]
 
 
 def test_digest_sees_a_change():

@@ -1,0 +1,7 @@
+"""The local CPU trainer. Importing it pins ATen's CPU kernel set for this process and the sweep
+workers it starts (:func:`arenabench.numerics.pin_torch_kernels`, issue 40): the published runs
+are the same on AVX2 and AVX-512 CPUs."""
+
+from arenabench.numerics import pin_torch_kernels
+
+TORCH_KERNELS = pin_torch_kernels()

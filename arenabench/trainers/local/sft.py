@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from arenabench import numerics as nx
 from arenabench.trainers.local.policy import TinyLM
 
 PUBLISHED = Path(__file__).resolve().parent / "checkpoints"  # shipped checkpoints + manifest.json
@@ -115,7 +116,7 @@ def teacher_logits(task, icfg: InitConfig) -> np.ndarray:
 
 def teacher_probs(task, icfg: InitConfig) -> np.ndarray:
     z = teacher_logits(task, icfg) / icfg.tau
-    z = np.exp(z - z.max(axis=1, keepdims=True))
+    z = nx.exp(z - z.max(axis=1, keepdims=True))
     return z / z.sum(axis=1, keepdims=True)
 
 
