@@ -176,3 +176,21 @@ def test_the_feature_drifts_under_a_large_beta_and_not_under_beta_zero():
     assert last["eval_sampled_judge_view"] == last["eval_sampled_quality"]
     # the hacked policy's true quality ends below the honest one's
     assert hacked.rows[steps - 1]["eval_sampled_quality"] < last["eval_sampled_quality"]
+
+
+def test_the_hackable_warm_start_is_shipped_and_rarely_writes_filler():
+    """task=hackable init=sft_hackable loads the shipped checkpoint (no build, any CPU); its
+    answers at T = 1 hold 0.16 filler tokens per response (measured on the shipped bytes; fixed
+    eval draws, so exact up to float summation: tolerance 0.02 z)."""
+    import yaml
+    from helpers import CONF
+
+    from arenabench.trainers.local.policy import TinyLM
+    from arenabench.trainers.local.sft import load_init
+    from arenabench.trainers.local.step_metrics import sampled_eval
+
+    task = TASKS.get("hackable")
+    policy = TinyLM(task.vocab, task.prompt_len + task.response_len, 32, 2, 4, True)
+    tags = load_init(policy, task, yaml.safe_load((CONF / "init" / "sft_hackable.yaml").read_text()))
+    assert tags["init_source"] == "published"
+    assert sampled_eval(policy, task)["eval_sampled_surface"] == pytest.approx(-0.902, abs=0.02)
