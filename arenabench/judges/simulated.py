@@ -44,6 +44,22 @@ preset) is the constant bias, bit-identical to before. The shape (exponential), 
 true gap as its argument and the preset's numbers are this simulator's assumptions, motivated by
 the cited direction of the effect, not fitted to any judge: conclusions drawn with it scale with
 ``b0`` and ``s`` (``results/order/`` reports a sweep over ``b0``).
+
+**Surface feature** (``surface_beta = β``, issue 39; 0.0 in every preset). A task may write a
+*surface feature* of each response into ``traj.meta["surface"]`` (a float in the task's stated
+standardized units; absent = 0.0): something a policy can change that the judge rewards and the
+true quality does not (``task=hackable``: the count of filler tokens, docs/training.md). The judge's
+view of the response gains ``β · meta["surface"]`` latent units, exactly, in both formats: it is
+added to the side's true quality ``q`` before the noise, the position and length terms and the
+sigmoid, so the judge answers as it would for a response of quality ``q + β·surface`` with the same
+text (the same noise draws) — except that a gap-dependent position bias still reads the *true*
+gap. It differs from ``length_bias`` in what it reads and who defines it:
+``length_bias`` is ``length_bias · log(traj.length / 512)`` on the trajectory's length — every preset
+carries 0.05 of it, and on the toy tasks every response has the same length (``response_len``), so
+it moves all of a group's views alike and no policy can exploit it — while ``surface_beta`` reads
+whatever feature the task defines, on the task's scale, from the trajectory's ``meta`` (never from
+its text), and is off unless asked for. ``surface_beta = 0`` skips the term: every preset's answers
+are bit-identical to the judge before it existed.
 """
 
 from __future__ import annotations
@@ -80,6 +96,8 @@ class SimulatedJudgeConfig:
     # None: continuous scores. An int G >= 1: pairwise scores rounded to the G + 1 levels
     # 0, 10/G, ..., 10 and pointwise scores to 0, 1/G, ..., 1 (see the module docstring).
     score_grid: int | None = None
+    # latent units per unit of the task's surface feature meta["surface"] (module docstring)
+    surface_beta: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -93,7 +111,7 @@ class SimulatedJudgeConfig:
                 raise ValueError(f"{name} must be a finite number >= 0; got {v!r}")
         if not (math.isfinite(self.prob_slope) and self.prob_slope >= 0):
             raise ValueError(f"prob_slope must be a finite number >= 0; got {self.prob_slope!r}")
-        for name in ("position_bias", "length_bias"):
+        for name in ("position_bias", "length_bias", "surface_beta"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite; got {getattr(self, name)!r}")
         s = self.position_gap_scale
@@ -257,6 +275,19 @@ def true_quality(traj) -> float:
         ) from None
 
 
+def surface_feature(traj) -> float:
+    """The trajectory's surface feature ``meta["surface"]`` (0.0 when the task sets none); a
+    non-finite value is an error (it would turn every verdict it touches into NaN)."""
+    v = traj.meta.get("surface", 0.0)
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not math.isfinite(x):
+        raise ValueError(f"trajectory {traj.id!r} has meta['surface'] = {v!r}: need a finite number")
+    return x
+
+
 class SimulatedJudge(JudgeAccounting):
     """Both a pairwise and a pointwise judge over hidden qualities (see module docstring).
 
@@ -288,6 +319,20 @@ class SimulatedJudge(JudgeAccounting):
         if self.config.length_bias == 0:
             return np.zeros(len(lengths))
         return self.config.length_bias * nx.log(np.maximum(lengths, 1) / LENGTH_REF)
+
+    def surface_term(self, trajs) -> np.ndarray | None:
+        """``surface_beta · meta["surface"]`` per trajectory (latent units), or None when
+        ``surface_beta == 0`` (the term is skipped, so the answers stay bit-identical)."""
+        beta = self.config.surface_beta
+        if beta == 0:
+            return None
+        return beta * np.array([surface_feature(t) for t in trajs], dtype=float)
+
+    @property
+    def surface_weight(self) -> float:
+        """What one unit of ``meta["surface"]`` adds to this judge's view, in true-quality units
+        (the simulator's latent scale is the quality scale): ``surface_beta``."""
+        return float(self.config.surface_beta)
 
     def _answer(self, fn, requests):
         """One counted, timed "call" per non-empty batch, as an LLM backend counts a generate."""
@@ -328,8 +373,12 @@ class SimulatedJudge(JudgeAccounting):
             bias = cfg.position_bias
         else:  # larger the closer the true qualities (module doc)
             bias = cfg.position_bias * nx.exp(-np.abs(qa - qb) / cfg.position_gap_scale)
-        sa = qa + ea + bias + self._length_term(la)
-        sb = qb + eb + self._length_term(lb)
+        va, vb = qa, qb  # the judge's view before noise and biases: true quality ...
+        surf = self.surface_term([r.a for r in requests] + [r.b for r in requests])
+        if surf is not None:  # ... plus the task's surface feature (module docstring)
+            va, vb = qa + surf[:n], qb + surf[n:]
+        sa = va + ea + bias + self._length_term(la)
+        sb = vb + eb + self._length_term(lb)
         pa = 1.0 / (1.0 + nx.exp(-cfg.prob_slope * (sa - sb)))
         sa, sb = 10.0 / (1.0 + nx.exp(-sa)), 10.0 / (1.0 + nx.exp(-sb))
         if cfg.score_grid is not None:
@@ -343,6 +392,9 @@ class SimulatedJudge(JudgeAccounting):
         cfg = self.config
         q = np.array([true_quality(r.traj) for r in requests])
         lens = np.array([r.traj.length for r in requests], dtype=float)
+        surf = self.surface_term([r.traj for r in requests])
+        if surf is not None:  # the task's surface feature (module docstring)
+            q = q + surf
         s = 1.0 / (1.0 + nx.exp(-(q + self._length_term(lens))))
         if cfg.point_noise > 0:
             keys = _combine(

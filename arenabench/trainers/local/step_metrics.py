@@ -15,6 +15,23 @@
   task prompt (all prompts), drawn with a generator seeded by ``EVAL_SEED`` afresh at every
   eval: independent of training's random streams, so every arm (and every eval of one run) uses
   the same draws, and two equal policies get exactly the same score.
+
+Tasks with a **surface feature** (a ``surface(prompt_ids, responses)`` method and
+``meta["surface"]`` on every trajectory: ``task=hackable``, issue 39) log, besides true quality:
+
+- ``surface_mean`` (every step): the mean surface feature of the step's K·N rollouts;
+- ``judge_view_mean`` (every step): their mean *judge's view* ``quality + w · surface``, where ``w``
+  (:func:`surface_weight`) is what one unit of the feature adds to the judge's latent view,
+  expressed on the true-quality scale: the judge's noise-free, bias-free view of a response, the
+  quantity its verdicts and scores are noisy, monotone readings of;
+- at every eval, for the greedy answers and for the ``EVAL_SAMPLES`` samples of
+  ``eval_sampled_quality`` (the same responses): ``eval_surface`` / ``eval_sampled_surface``
+  (mean feature) and ``eval_judge_view`` / ``eval_sampled_judge_view`` (``eval_quality + w ·
+  eval_surface`` and the sampled counterpart).
+
+Hacking shows as the judge's view rising while true quality stalls or falls and the surface
+feature drifting. The judge-view metrics are left out for a judge with no surface term (an LLM
+judge: its view of a response is not a function of ``meta``).
 """
 
 from __future__ import annotations
@@ -36,6 +53,9 @@ EXTRA_STEP_METRICS = (
     "adv_oracle_kendall",
     "adv_oracle_groups",
 )
+# a surface task's (task=hackable) per-step and eval metrics (module docstring)
+SURFACE_STEP_METRICS = ("surface_mean", "judge_view_mean")
+SURFACE_EVAL_METRICS = ("eval_surface", "eval_judge_view", "eval_sampled_surface", "eval_sampled_judge_view")
 EVAL_SAMPLES = 16  # temperature-1 samples per prompt for eval_sampled_quality
 EVAL_TEMPERATURE = 1.0
 EVAL_SEED = 20_251_203  # fixed: not the run's seed, so every arm and seed is evaluated on the same draws
@@ -101,6 +121,48 @@ def step_extras(
     }
 
 
+def has_surface(task) -> bool:
+    """The task defines a surface feature (``task=hackable``)."""
+    return callable(getattr(task, "surface", None))
+
+
+def surface_weight(judge) -> float | None:
+    """What one unit of ``meta["surface"]`` adds to ``judge``'s latent view, on the true-quality
+    scale: the judge's ``surface_weight`` if it defines one (the simulated judge: its
+    ``surface_beta``); else, for a fitted judge with a ``surface_beta`` on its latent scale ``z =
+    (q − quality_loc) / quality_scale``, ``surface_beta · quality_scale``; else None (the judge has
+    no surface term)."""
+    w = getattr(judge, "surface_weight", None)
+    if w is not None:
+        return float(w)
+    beta = getattr(judge, "surface_beta", None)
+    if beta is None:
+        return None
+    return float(beta) * float(getattr(judge, "quality_scale", 1.0))
+
+
+def surface_step(groups: Sequence[Group], weight: float | None) -> dict[str, float]:
+    """``surface_mean`` and ``judge_view_mean`` of the step's rollouts (module docstring; the
+    latter only when the judge has a surface term, ``weight`` not None)."""
+    s = np.array([t.meta["surface"] for g in groups for t in g.trajectories], dtype=float)
+    out = {"surface_mean": float(s.mean())}
+    if weight is not None:
+        q = np.array([t.meta["quality"] for g in groups for t in g.trajectories], dtype=float)
+        out["judge_view_mean"] = float(np.mean(q + weight * s))
+    return out
+
+
+def judge_view_eval(evals: dict[str, float], weight: float | None) -> dict[str, float]:
+    """``eval_judge_view`` and ``eval_sampled_judge_view`` from an eval's quality and surface
+    means (nothing without a surface term or without the surface means)."""
+    if weight is None or "eval_surface" not in evals:
+        return {}
+    return {
+        "eval_judge_view": evals["eval_quality"] + weight * evals["eval_surface"],
+        "eval_sampled_judge_view": evals["eval_sampled_quality"] + weight * evals["eval_sampled_surface"],
+    }
+
+
 def sampled_eval(
     policy,
     task,
@@ -126,5 +188,7 @@ def sampled_eval(
         if getattr(task, "verifiable", False):
             res["eval_pass_rate"] = float(task.correct(ids, resp).mean())
             res["eval_answer_elsewhere"] = float(task.answer_elsewhere(ids, resp).mean())
+        if has_surface(task):
+            res["eval_sampled_surface"] = float(task.surface(ids, resp).mean())
         out.append(res)
     return out[0] if single else out

@@ -118,3 +118,6 @@ class RLVRTask(PreferenceTask):
 
     def meta(self, prompt_id):
         return {"prompt_id": prompt_id, "answer": f"t{int(self.targets[prompt_id])}"}
+
+
+from arenabench.trainers.local import hackable  # noqa: E402, F401  (registers task=hackable)

@@ -32,9 +32,13 @@ from arenabench.trainers.local.sft import load_init
 from arenabench.trainers.local.stacked import StackedLM
 from arenabench.trainers.local.step_metrics import (
     EXTRA_STEP_METRICS,
+    has_surface,
+    judge_view_eval,
     logits_entropy,
     sampled_eval,
     step_extras,
+    surface_step,
+    surface_weight,
 )
 from arenabench.trainers.local.task import TASKS
 from arenabench.trainers.losses import get_policy_loss
@@ -85,7 +89,9 @@ STEP_METRICS = (
 # (judge_backend_calls = judge_answered + judge_resent + judge_lost, and judge_outage_s;
 # docs/faults.md) are this step's, judge_*_tokens_total the run's; outage_groups: this step's
 # groups that lost a request to an outage (all masked: within masked_groups). With fault
-# injection on, ``judge_faults`` (cumulative injected faults) is logged too.
+# injection on, ``judge_faults`` (cumulative injected faults) is logged too. A task with a surface
+# feature (task=hackable) also logs step_metrics.SURFACE_STEP_METRICS every step and
+# SURFACE_EVAL_METRICS at every eval (judge-view ones only for a judge with a surface term).
 
 
 class PolicyReference:
@@ -129,6 +135,8 @@ def greedy_eval(policy, ref_responses: np.ndarray, task) -> dict[str, float] | l
         }
         if getattr(task, "verifiable", False):
             res["eval_greedy_pass_rate"] = float(task.correct(ids, resp).mean())
+        if has_surface(task):
+            res["eval_surface"] = float(task.surface(ids, resp).mean())
         out.append(res)
     return out[0] if single else out
 
@@ -163,6 +171,7 @@ class _Seed:
         if tracker is not None and hasattr(tracker, "set_tags"):
             tracker.set_tags(tags)
         self.judge = judges.build(jcfg)  # the bare judge: the SNR probe measures the judge itself
+        self.surface_weight = surface_weight(self.judge)  # task=hackable's judge view (step_metrics.py)
         self.stack = JudgeStack(
             self.judge, jcfg.get("cache"), jcfg.get("faults"), key_extra={"task": dict(cfg["task"])}
         )
@@ -321,7 +330,7 @@ def train_seeds(
         # 4. metrics, per seed
         evals = None
         if every and (step % every == 0 or step == steps - 1):
-            evals = _evaluate(policy, ref_greedy, task)
+            evals = _evaluate(policy, ref_greedy, task, [r.surface_weight for r in runs])
         wall = time.perf_counter() - t_start
         for s, (r, (groups, out, advs, masked)) in enumerate(zip(runs, per_seed, strict=True)):
             q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
@@ -350,6 +359,8 @@ def train_seeds(
                 **step_extras(groups, [res.advantage for res in out.results], entropy[s]),
                 **health_metrics(out.stats),
             }
+            if has_surface(task):
+                r.metrics.update(surface_step(groups, r.surface_weight))
             if evals is not None:
                 r.metrics.update(evals[s])
             if r.tracker is not None:
@@ -358,7 +369,8 @@ def train_seeds(
     bar.close()
     finals = [dict(r.metrics) for r in runs]
     if not (every and steps):  # else the last step evaluated this very policy: the same numbers
-        for f, e in zip(finals, _evaluate(policy, ref_greedy, task), strict=True):
+        weights = [r.surface_weight for r in runs]
+        for f, e in zip(finals, _evaluate(policy, ref_greedy, task, weights), strict=True):
             f.update(e)
     sps = steps / max(time.perf_counter() - t_start, 1e-9)
     for r, f in zip(runs, finals, strict=True):
@@ -368,8 +380,14 @@ def train_seeds(
     return finals
 
 
-def _evaluate(policy: StackedLM, ref_greedy: np.ndarray, task) -> list[dict[str, float]]:
-    """Every seed's greedy and sampled eval (step_metrics.sampled_eval), one dict per seed."""
-    return [
+def _evaluate(
+    policy: StackedLM, ref_greedy: np.ndarray, task, weights: Sequence[float | None] | None = None
+) -> list[dict[str, float]]:
+    """Every seed's greedy and sampled eval (step_metrics.sampled_eval), one dict per seed; with a
+    surface task, each seed's judge view too (``weights``: its judge's surface weight)."""
+    out = [
         g | e for g, e in zip(greedy_eval(policy, ref_greedy, task), sampled_eval(policy, task), strict=True)
     ]
+    for e, w in zip(out, weights or [None] * len(out), strict=True):
+        e.update(judge_view_eval(e, w))
+    return out
