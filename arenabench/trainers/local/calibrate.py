@@ -108,10 +108,10 @@ def calibrate(
     with_random: bool = True,
 ) -> dict[str, Any]:
     """One row per τ (plus the random init if ``with_random``) and the chosen τ."""
-    from arenabench.trainers.local.trainer import build_judge
+    from arenabench import judges
 
     task = build_task(task_cfg)
-    judge = build_judge(judge_cfg)
+    judge = judges.build(judge_cfg)
     torch.set_num_threads(int(trainer_cfg.get("threads", 1)))
     T = float(trainer_cfg["temperature"])
     kw = dict(K=K, N=N, batches=batches, probe_size=probe_size, probe_repeats=probe_repeats, seed=seed)

@@ -421,3 +421,15 @@ def test_parallel_builds_of_one_checkpoint_do_not_corrupt_it(tmp_path):
     ref, _, _ = load_or_build(task, model_dims(_model(task)), TINY, tmp_path / "own")
     got = torch.load(ckpt, weights_only=True)["state_dict"]
     assert all(torch.equal(v, got[k]) for k, v in ref["state_dict"].items())
+
+
+@pytest.mark.slow
+def test_tau_calibration_command_runs(tmp_path, monkeypatch, capsys):
+    """``python -m arenabench.trainers.local.calibrate`` end to end (it imported a helper the
+    trainer no longer has): a 12-step SFT at one τ, one rollout batch."""
+    from arenabench.trainers.local import calibrate
+
+    monkeypatch.setenv("ARENABENCH_CACHE", str(tmp_path))
+    assert calibrate.main(["--taus", "0.3", "--batches", "1", "--set", "steps=12"]) == 0
+    out = capsys.readouterr().out
+    assert "judge=calibrated" in out and "0.3" in out
