@@ -131,3 +131,34 @@ def test_calibrate_cli_persistent_writes_a_loadable_preset(tmp_path, capsys):
     j = judges.get(str(out))
     assert isinstance(j, OrdinalJudge) and j.persistent_sd == cfg["persistent_sd"]
     assert "| pair_both_wrong |" in (tmp_path / "explain.md").read_text()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "name,judge_name", [("gpt4_llmbar_persistent", "GPT-4"), ("chatgpt_llmbar_persistent", "ChatGPT")]
+)
+def test_committed_persistent_preset_reproduces_its_fit_table(name, judge_name):
+    """Re-simulate the committed YAML on fresh draws: every target's simulated value is within 0.03
+    of the YAML's fitted value (the fit is not an artefact of its draws), and its provenance says
+    what produced it."""
+    path = ROOT / "conf" / "judge" / f"{name}.yaml"
+    if not path.exists():
+        pytest.skip(f"{name} not generated yet (make judges)")
+    cfg = yaml.safe_load(path.read_text())
+    prov = cfg.pop("provenance")
+    assert prov["command"].startswith(
+        f"arenabench calibrate data/judgments/llmbar --judge {judge_name} --model persistent"
+    )
+    assert prov["surface"]["feature"] == cfg["surface_feature"] == "length"
+    data = judge_data(load_files([ROOT / "data/judgments/llmbar"]), judge_name)
+    j = judges.build(cfg)
+    assert isinstance(j, OrdinalJudge) and j.persistent_sd > 0
+    gap = prov["recorded_gap"]
+    sim = simulate_persistent(
+        j, gap["mu"], gap["sigma"], data, _PDraws(20000, 2024, gold_length_pool(data)), prov["surface"]
+    )
+    got = {k: v["value"] for k, v in measure(sim, n_boot=0, persistence=True).items()}
+    for t in prov["targets"]:
+        assert got[t] == pytest.approx(prov["fit"][t]["fitted"], abs=0.03 if "coef" not in t else 0.15), t

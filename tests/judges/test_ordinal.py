@@ -72,7 +72,16 @@ def test_quality_map_and_bad_config_errors():
         judges.build({"kind": "ordinal", "noise": 1})
 
 
-@pytest.mark.parametrize("name", ["gpt4_llmbar", "chatgpt_llmbar", "gpt4turbo_mtbench"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpt4_llmbar",
+        "chatgpt_llmbar",
+        "gpt4turbo_mtbench",
+        "gpt4_llmbar_persistent",
+        "chatgpt_llmbar_persistent",
+    ],
+)
 def test_fitted_presets_build_by_name_and_run_in_the_engine(name):
     assert name in judges.fitted()
     j = judges.get(name, seed=1)
