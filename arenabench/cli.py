@@ -274,6 +274,8 @@ def cmd_calibrate(args) -> int:
     if unknown:
         raise ValueError(f"--holdout {sorted(unknown)} not among the sources: {', '.join(sources)}")
     fit_on = [s for s in sources if s not in holdout]
+    if getattr(args, "model", "gap") == "persistent":
+        return _calibrate_persistent(args, table, label, sorted(holdout), fit_on)
     data = judge_data(table.select(label, fit_on), label)
     f = fit(data, n_sim=args.n_sim)
     name = Path(args.out).stem
@@ -314,6 +316,78 @@ def cmd_calibrate(args) -> int:
                 f"{name}: predicted on {', '.join(sorted(holdout))}",
             )
     return 0
+
+
+def _calibrate_persistent(args, table, label: str, holdout: list[str], fit_on: list[str]) -> int:
+    """``calibrate --model persistent`` (``arenabench/calibration/persistent.py``)."""
+    import math
+
+    from arenabench.calibration import judge_data
+    from arenabench.calibration.fit import N_SIM, format_fit, plot_fit, provenance_sources
+    from arenabench.calibration.persistent import (
+        fit_pair_set_persistent,
+        fit_persistent,
+        holdout_rows_persistent,
+        persistent_preset_yaml,
+    )
+
+    data = judge_data(table.select(label, fit_on), label)
+    f = fit_persistent(data, n_sim=args.n_sim)
+    name = Path(args.out).stem
+    argv = ["arenabench", "calibrate", *args.files, "--judge", label, "--model", "persistent"]
+    argv += [x for h in holdout for x in ("--holdout", h)]
+    argv += (["--description", args.description] if args.description else []) + ["--out", args.out]
+    if args.n_sim != N_SIM:
+        argv += ["--n-sim", str(args.n_sim)]
+    command = shlex.join(argv)
+    desc = args.description or f"{label} on {', '.join(fit_on)}"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    sources = provenance_sources(table.files_of(label, fit_on))
+    Path(args.out).write_text(persistent_preset_yaml(f, name, desc, sources, command))
+    print(
+        f"{name}: {desc}; persistent model, {f.evaluations} evaluations, objective {f.objective:.3f}; "
+        f"persistent_sd {f.params['persistent_sd']:.3f}, surface_beta {f.params['surface_beta']:.3f}, "
+        f"persistent share {f.variance.get('persistent_share', math.nan):.3f}; wrote {args.out}",
+        file=sys.stderr,
+    )
+    _emit(format_fit(f.rows, args.format), args.fit_table)
+    if args.explain_table:
+        _emit(format_explain(f.explain), args.explain_table)
+    if args.plot:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        plot_fit(f.rows, args.plot, f"{name}: persistent model, fit on {', '.join(fit_on)}")
+    if holdout:
+        held = judge_data(table.select(label, holdout), label)
+        pair_set, predicted, measured = fit_pair_set_persistent(f, held, n_sim=args.n_sim)
+        rows = holdout_rows_persistent(measured, predicted)
+        print(
+            f"\nout of sample on {', '.join(holdout)} (pair set: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in pair_set.items())
+            + ")",
+            file=sys.stderr,
+        )
+        _emit(format_fit(rows, args.format), args.holdout_table)
+        if args.plot:
+            stem = Path(args.plot)
+            plot_fit(
+                rows,
+                str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
+                f"{name} (persistent): predicted on {', '.join(holdout)}",
+            )
+    return 0
+
+
+def format_explain(rows: list[dict]) -> str:
+    """Markdown: measured (CI) beside the fitted persistent judge and its ablations."""
+    import math
+
+    cols = ["fitted", "persistent_sd=0", "surface_beta=0", "both 0"]
+    out = ["| statistic | measured [95% CI] | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for r in rows:
+        ci = "" if math.isnan(r["lo"]) else f" [{r['lo']:.3f}, {r['hi']:.3f}]"
+        cells = " | ".join(f"{r[c]:.3f}" for c in cols)
+        out.append(f"| {r['statistic']} | {r['measured']:.3f}{ci} | {cells} |")
+    return "\n".join(out)
 
 
 def _seeds(text: str | None) -> list[int] | None:
@@ -496,6 +570,14 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--fit-table", help="write the goodness-of-fit table here instead of stdout")
     k.add_argument("--holdout-table", help="write the out-of-sample table here instead of stdout")
     k.add_argument("--plot", help="write the fit plot (PNG) here; with --holdout also <stem>_holdout.png")
+    k.add_argument(
+        "--model",
+        choices=("gap", "persistent"),
+        default="gap",
+        help="gap: persistent errors folded into the perceived gap (the committed presets); persistent: "
+        "a per-response persistent error and a length term fitted too (needs gold; docs/calibration.md)",
+    )
+    k.add_argument("--explain-table", help="--model persistent: write what each error term explains here")
     k.set_defaults(fn=cmd_calibrate)
     s = sub.add_parser(
         "sft",

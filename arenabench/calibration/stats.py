@@ -55,7 +55,9 @@ class JudgeData:
     better, −1: b, 0: unknown) and first point scores ``s_a``/``s_b`` (NaN if unscored);
     pairwise occasions (one per item and repeat) ``occ_item``, ``v_ab``, ``v_ba`` (+1/−1/0, NaN
     if that order is missing); ``scores``: every point score (all repeats, paired or not);
-    ``r1``/``r2``: the first two scores of each response judged at least twice."""
+    ``r1``/``r2``: the first two scores of each response judged at least twice.
+    ``len_a``/``len_b``: the items' response lengths in characters where the texts were recorded
+    (NaN otherwise; None: no texts at all) -- the surface statistics of :mod:`.persistence`."""
 
     judge: str
     grid: tuple[int, int] | None
@@ -68,6 +70,8 @@ class JudgeData:
     scores: np.ndarray
     r1: np.ndarray
     r2: np.ndarray
+    len_a: np.ndarray | None = None
+    len_b: np.ndarray | None = None
 
     @property
     def n_items(self) -> int:
@@ -114,6 +118,11 @@ def judge_data(table: JudgmentTable, judge: str, label: str | None = None) -> Ju
             s_b[k] = by_resp[b][0]
     twice = [d for d in by_resp.values() if 0 in d and 1 in d]
     keys = sorted(occ)
+    len_a, len_b = np.full(n, np.nan), np.full(n, np.nan)
+    for r in rows:
+        if r.b is not None and r.text_a is not None and r.text_b is not None:
+            len_a[items[r.item]], len_b[items[r.item]] = len(r.text_a), len(r.text_b)
+    has_len = bool(np.any(~np.isnan(len_a)))
     return JudgeData(
         judge=label or judge,
         grid=next(iter(grids)) if grids else None,
@@ -126,6 +135,8 @@ def judge_data(table: JudgmentTable, judge: str, label: str | None = None) -> Ju
         scores=np.array(scores, dtype=float),
         r1=np.array([d[0] for d in twice], dtype=float),
         r2=np.array([d[1] for d in twice], dtype=float),
+        len_a=len_a if has_len else None,
+        len_b=len_b if has_len else None,
     )
 
 
@@ -209,11 +220,17 @@ def point_values(d: JudgeData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def measure(
-    d: JudgeData, n_boot: int = N_BOOT, seed: int = BOOT_SEED, level: float = LEVEL
+    d: JudgeData,
+    n_boot: int = N_BOOT,
+    seed: int = BOOT_SEED,
+    level: float = LEVEL,
+    persistence: bool = False,
 ) -> dict[str, dict]:
     """Every statistic of :data:`STATISTICS` (and ``hist_<k>`` per grid level) that ``d`` has
     data for: ``{name: {value, lo, hi, n}}``, ``n`` the units behind it (items, verdicts or
-    scores). ``n_boot = 0``: values only (the fit's inner loop)."""
+    scores). ``n_boot = 0``: values only (the fit's inner loop). ``persistence``: also the
+    persistent / surface-error statistics (:mod:`.persistence`), after the others (whose values
+    and intervals do not change)."""
     rng = np.random.default_rng(seed)
     q = ((1 - level) / 2, (1 + level) / 2)
     res: dict[str, dict] = {}
@@ -248,18 +265,26 @@ def measure(
         for name, (num, den) in _item_sums(d).items():
             put(name, *_ratio(num, den, w), int(den.sum()))
     order = {k: i for i, k in enumerate(STATISTICS)}
-    return dict(sorted(res.items(), key=lambda kv: (order.get(kv[0], len(order)), _level(kv[0]))))
+    res = dict(sorted(res.items(), key=lambda kv: (order.get(kv[0], len(order)), _level(kv[0]))))
+    if persistence:
+        from arenabench.calibration.persistence import measure_persistence
+
+        res.update(measure_persistence(d, n_boot, seed, level))
+    return res
 
 
 def _level(name: str) -> int:
     return int(name[5:]) if name.startswith("hist_") else -1
 
 
-def stats_rows(tables: Sequence[tuple[str, JudgeData]], n_boot: int = N_BOOT) -> list[dict]:
-    """Long format: one row per (judge label, statistic)."""
+def stats_rows(
+    tables: Sequence[tuple[str, JudgeData]], n_boot: int = N_BOOT, persistence: bool = True
+) -> list[dict]:
+    """Long format: one row per (judge label, statistic); ``persistence``: with the persistent /
+    surface-error statistics (:mod:`.persistence`) after the others."""
     rows = []
     for label, d in tables:
-        for name, s in measure(d, n_boot).items():
+        for name, s in measure(d, n_boot, persistence=persistence).items():
             rows.append({"judge": label, "statistic": name, **s})
     return rows
 

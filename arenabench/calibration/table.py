@@ -49,7 +49,8 @@ class Judgment:
     response that belongs to no pair); pair rows: ``order`` shown and ``verdict`` in a/b terms;
     point rows: the scored ``response`` (``a`` or ``b``), its ``score`` on the integer grid
     ``grid_lo..grid_hi``. ``gold``: which response the humans prefer (``a``/``b``) or None.
-    ``repeat``: 0 for the first answer to the same question, 1 for the next, ..."""
+    ``repeat``: 0 for the first answer to the same question, 1 for the next, ...
+    ``text_a``/``text_b``: the responses' texts where recorded (optional)."""
 
     judge: str
     source: str
@@ -66,6 +67,10 @@ class Judgment:
     grid_hi: int | None = None
     gold: str | None = None
     repeat: int = 0
+    # optional: the texts of responses a and b (LLMBar has them; our JSONL may carry them).
+    # Read only for surface features (their length, ``persistence.py``); never a key or a verdict.
+    text_a: str | None = None
+    text_b: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -80,6 +85,8 @@ class Judgment:
                 raise ValueError(f"score {self.score} outside the grid {self.grid_lo}..{self.grid_hi}")
         if self.gold not in (None, "a", "b"):
             raise ValueError(f"gold must be a, b or null; got {self.gold!r}")
+        if not all(t is None or isinstance(t, str) for t in (self.text_a, self.text_b)):
+            raise ValueError("text_a / text_b must be strings or null")
 
 
 @dataclass
@@ -187,6 +194,8 @@ def load_llmbar(path: str | Path) -> JudgmentTable:
         a, b = _hash(text, o1), _hash(text, o2)
         item = f"{source}/{_hash(text, o1, o2)}"
         common = dict(judge=judge, source=source, item=item, prompt=prompt, a=a, b=b, gold=gold)
+        if isinstance(o1, str) and isinstance(o2, str):
+            common |= dict(text_a=o1, text_b=o2)
         if rating:
             for k, resp in (("score_1", a), ("score_2", b)):
                 raw = result.get(k) if isinstance(result, dict) else None

@@ -18,6 +18,19 @@ simulator quality ``q`` (``meta["quality"]``) sits at ``z = (q − quality_loc) 
   ``sample``; the rest is fixed per (prompt, response[s], shown order), as a temperature-0
   judge answers the same question the same way (``rejudge_share = 0``: votes repeat).
 
+* **persistent and surface error** (issue 39; both 0 by default, then the judge is the one
+  above bit for bit): the judge's *view* of a response is
+  ``v = z + persistent_sd · ε_r + surface_beta · s_r``, and both formats read ``v`` where the
+  above reads ``z``. ``ε_r ~ N(0, 1)`` is drawn once per response, keyed on (seed, prompt,
+  the trajectory's content key): the same in every comparison, in both shown orders and in
+  both formats; it never averages away. ``s_r`` is the response's surface feature
+  ``surface_feature`` (default ``"length"``) in standardized units, read from
+  ``traj.meta["surface"]`` (a float, or a mapping from feature name to float; absent: 0). The
+  fitted presets' ``s_r`` for length is ``(log(characters) − mean) / sd`` with the mean and SD
+  of the recorded responses in ``provenance.surface``. *Persistent share*
+  ``persistent_sd² / (persistent_sd² + pair_noise²)``: the part of a pairwise call's error
+  variance (per response) that more comparisons cannot remove.
+
 Noise is a pure function of (seed, prompt, texts, order, sample): a retry or a resumed run gets
 the same answer. ``provenance`` carries where the numbers came from (source files, command, the
 recorded pairs' latent-gap distribution, the fit) and does not change any answer.
@@ -45,6 +58,7 @@ from arenabench.types import PairJudgment, PairRequest, PointRequest
 _POINT_SALT = 0x0D1A
 _PAIR_SALT = 0x9A1B
 _SAMPLE_SALT = 0x5A3E
+_PERSIST_SALT = 0x9E51
 
 
 def response_level_sd(gap_mean: float, gap_sd: float) -> float:
@@ -76,6 +90,9 @@ class OrdinalJudge(JudgeAccounting):
         position_gap_scale: float | None = None,
         tie_margin: float = 0.0,
         rejudge_share: float = 0.0,
+        persistent_sd: float = 0.0,
+        surface_beta: float = 0.0,
+        surface_feature: str = "length",
         quality_loc: float = 0.0,
         quality_scale: float = 1.0,
         seed: int = 0,
@@ -94,7 +111,13 @@ class OrdinalJudge(JudgeAccounting):
                 f"cutpoints must be {hi - lo} finite non-decreasing numbers (one per step of the grid "
                 f"{lo}..{hi}); got {list(cutpoints)}"
             )
-        for name, v in (("point_noise", point_noise), ("pair_noise", pair_noise), ("tie_margin", tie_margin)):
+        nonneg = (
+            ("point_noise", point_noise),
+            ("pair_noise", pair_noise),
+            ("tie_margin", tie_margin),
+            ("persistent_sd", persistent_sd),
+        )
+        for name, v in nonneg:
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0; got {v!r}")
         if not (0.0 <= rejudge_share <= 1.0):
@@ -106,6 +129,10 @@ class OrdinalJudge(JudgeAccounting):
             raise ValueError(f"position_gap_scale must be None (constant bias) or > 0; got {s!r}")
         if not math.isfinite(position_bias):
             raise ValueError(f"position_bias must be finite; got {position_bias!r}")
+        if not math.isfinite(surface_beta):
+            raise ValueError(f"surface_beta must be finite; got {surface_beta!r}")
+        if not isinstance(surface_feature, str) or not surface_feature:
+            raise ValueError(f"surface_feature must be a non-empty name; got {surface_feature!r}")
         self.grid = (lo, hi)
         self.cutpoints = cuts
         self.point_noise = float(point_noise)
@@ -114,6 +141,9 @@ class OrdinalJudge(JudgeAccounting):
         self.position_gap_scale = None if s is None else float(s)
         self.tie_margin = float(tie_margin)
         self.rejudge_share = float(rejudge_share)
+        self.persistent_sd = float(persistent_sd)
+        self.surface_beta = float(surface_beta)
+        self.surface_feature = surface_feature
         self.quality_loc = float(quality_loc)
         self.quality_scale = float(quality_scale)
         self.seed = int(seed)
@@ -125,7 +155,12 @@ class OrdinalJudge(JudgeAccounting):
         return (
             f"OrdinalJudge(grid={list(self.grid)}, point_noise={self.point_noise:.3g}, "
             f"pair_noise={self.pair_noise:.3g}, position_bias={self.position_bias:.3g}, "
-            f"tie_margin={self.tie_margin:.3g}, rejudge_share={self.rejudge_share:.3g})"
+            f"tie_margin={self.tie_margin:.3g}, rejudge_share={self.rejudge_share:.3g}"
+            + (
+                f", persistent_sd={self.persistent_sd:.3g}, surface_beta={self.surface_beta:.3g})"
+                if self.persistent_sd or self.surface_beta
+                else ")"
+            )
         )
 
     # --- the model, on latent arrays (also what the fit simulates) -------------------------------
@@ -145,6 +180,32 @@ class OrdinalJudge(JudgeAccounting):
 
     def _z(self, q: np.ndarray) -> np.ndarray:
         return (q - self.quality_loc) / self.quality_scale
+
+    def surface(self, traj) -> float:
+        """``s_r``: the trajectory's standardized surface feature, ``meta["surface"]`` (a float, or
+        a mapping read at :attr:`surface_feature`); 0.0 when absent."""
+        s = traj.meta.get("surface")
+        if s is None:
+            return 0.0
+        if isinstance(s, dict):
+            s = s.get(self.surface_feature, 0.0)
+        return float(s)
+
+    def persistent(self, prompt_keys: np.ndarray, traj_keys: np.ndarray) -> np.ndarray:
+        """``ε_r ~ N(0, 1)`` per response: a pure function of (seed, prompt key, content key)."""
+        seed = np.full(len(traj_keys), self.seed ^ _PERSIST_SALT, dtype=np.uint64)
+        return _normals(_combine(seed, prompt_keys, traj_keys.astype(np.uint64)), 1)[:, 0]
+
+    def view(self, trajs, prompt_keys: np.ndarray) -> np.ndarray:
+        """The judge's latent view of each trajectory: ``z`` (+ the persistent and surface terms
+        when their parameters are not 0; with both 0 exactly ``z``, the judge without them)."""
+        v = self._z(np.array([true_quality(t) for t in trajs]))
+        if self.persistent_sd != 0:
+            keys = np.array([t.key for t in trajs], dtype=np.uint64)
+            v = v + self.persistent_sd * self.persistent(prompt_keys, keys)
+        if self.surface_beta != 0:
+            v = v + self.surface_beta * np.array([self.surface(t) for t in trajs])
+        return v
 
     def _noise(self, sigma: float, base_cols: list[np.ndarray], samples: np.ndarray, salt: int) -> np.ndarray:
         """Fixed part keyed on ``base_cols``, per-sample part keyed on them and the sample."""
@@ -175,10 +236,11 @@ class OrdinalJudge(JudgeAccounting):
         return out
 
     def _judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment]:
-        za = self._z(np.array([true_quality(r.a) for r in requests]))
-        zb = self._z(np.array([true_quality(r.b) for r in requests]))
+        pk = _prompt_keys(requests)
+        za = self.view([r.a for r in requests], pk)
+        zb = self.view([r.b for r in requests], pk)
         cols = [
-            _prompt_keys(requests),
+            pk,
             np.array([r.a.key for r in requests], dtype=np.uint64),
             np.array([r.b.key for r in requests], dtype=np.uint64),
         ]
@@ -194,8 +256,9 @@ class OrdinalJudge(JudgeAccounting):
         return self._answer(self._score_points, requests)
 
     def _score_points(self, requests: Sequence[PointRequest]) -> list[float]:
-        z = self._z(np.array([true_quality(r.traj) for r in requests]))
-        cols = [_prompt_keys(requests), np.array([r.traj.key for r in requests], dtype=np.uint64)]
+        pk = _prompt_keys(requests)
+        z = self.view([r.traj for r in requests], pk)
+        cols = [pk, np.array([r.traj.key for r in requests], dtype=np.uint64)]
         samples = np.array([r.sample for r in requests], dtype=np.uint64)
         u = z + self._noise(self.point_noise, cols, samples, _POINT_SALT)
         lo, hi = self.grid
