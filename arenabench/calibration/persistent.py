@@ -36,6 +36,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import norm
 
+from arenabench import numerics as nx
 from arenabench.calibration.fit import (
     NO_GOLD_TARGETS,
     POINT_ONLY,
@@ -88,7 +89,7 @@ def surface_scale(data: JudgeData) -> dict | None:
     lens = lens[~np.isnan(lens)]
     if len(lens) < 2:
         return None
-    logs = np.log(np.maximum(lens, 1.0))
+    logs = nx.log(np.maximum(lens, 1.0))
     return {
         "feature": SURFACE_FEATURE,
         "definition": SURFACE_DEFINITION,
@@ -150,7 +151,7 @@ def simulate_persistent(
     if draws.lengths is not None and surface is not None:
         len_a, len_b = draws.lengths[:, 0].copy(), draws.lengths[:, 1].copy()
         if judge.surface_beta != 0:
-            s = (np.log(np.maximum(draws.lengths, 1.0)) - surface["mean"]) / surface["sd"]
+            s = (nx.log(np.maximum(draws.lengths, 1.0)) - surface["mean"]) / surface["sd"]
             va = va + judge.surface_beta * s[:, 0]
             vb = vb + judge.surface_beta * s[:, 1]
     r = judge.rejudge_share
@@ -400,7 +401,7 @@ def variance_shares(f: PersistentFit, pool: np.ndarray) -> dict:
     ps, pn, beta = f.params["persistent_sd"], f.params["pair_noise"], f.params["surface_beta"]
     var_ds = 0.0
     if f.surface is not None and len(pool):
-        s = (np.log(np.maximum(pool, 1.0)) - f.surface["mean"]) / f.surface["sd"]
+        s = (nx.log(np.maximum(pool, 1.0)) - f.surface["mean"]) / f.surface["sd"]
         var_ds = float(np.var(s[:, 0] - s[:, 1]))
     parts = {"persistent": 2 * ps**2, "surface": beta**2 * var_ds, "per_call": pn**2}
     total = sum(parts.values())
