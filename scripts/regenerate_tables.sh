@@ -10,13 +10,15 @@ set -euo pipefail
 PY=${PY:-.venv/bin/python}
 URI=${URI:-sqlite:///results/mlflow.db}
 FITTED=${FITTED:-"gpt4_llmbar chatgpt_llmbar gpt4turbo_mtbench"}
+# fitted judges with persistent and surface (length) error (issue 39; conf/judge/*_persistent.yaml)
+PERSISTENT=${PERSISTENT:-"gpt4_llmbar_persistent chatgpt_llmbar_persistent"}
 JUDGE_ARMS=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss,pointwise_rank,pointwise_budget
 # group_size per judge: seeds 0-9 like every published table (GS_JUDGE_SEEDS=0,1,2,3,4: ~10 min less)
 GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4,5,6,7,8,9}
 # the sweep dir's last part: a new name reruns a stage as a new sweep (the report reads the latest),
 # e.g. after a rule change at a new commit (a rerun into the same sweep would repeat its seeds)
 SWEEP=${SWEEP:-tables}
-STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc"}
+STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc persistent_table2 persistent_table2_hard hacking"}
 # one fixed sweep dir (= the runs' sweep id) per experiment name: a killed stage restarted with the
 # same command at the same commit re-runs only what did not finish (tracking.skip_finished matches
 # config and commit), and the report (latest sweep) still sees every run
@@ -35,6 +37,18 @@ for stage in $STAGES; do
       for j in $FITTED; do
         train "group_size_$j" experiment=group_size judge="$j" name="group_size_$j" \
           reward=pointwise,seeded_single_elim seed="$GS_JUDGE_SEEDS"
+      done ;;
+    persistent_table2)  # issue 39: do the tournaments' gains and their order survive persistent error?
+      for j in $PERSISTENT; do
+        train "table2_$j" experiment=table2 judge="$j" name="table2_$j" reward="$JUDGE_ARMS"
+      done ;;
+    persistent_table2_hard)
+      for j in $PERSISTENT; do
+        train "table2_hard_$j" experiment=table2_hard judge="$j" name="table2_hard_$j" reward="$JUDGE_ARMS"
+      done ;;
+    hacking)  # issue 39: task=hackable under each judge's fitted length coefficient
+      for j in $PERSISTENT; do
+        train "hacking_$j" experiment=hacking judge="$j" name="hacking_$j"
       done ;;
     *) train "$stage" experiment="$stage" ;;
   esac
