@@ -381,7 +381,7 @@ def format_explain(rows: list[dict]) -> str:
     """Markdown: measured (CI) beside the fitted persistent judge and its ablations."""
     import math
 
-    cols = ["fitted", "persistent_sd=0", "surface_beta=0", "both 0"]
+    cols = ["fitted", "no_persistent", "no_surface", "neither"]
     out = ["| statistic | measured [95% CI] | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for r in rows:
         ci = "" if math.isnan(r["lo"]) else f" [{r['lo']:.3f}, {r['hi']:.3f}]"

@@ -39,6 +39,9 @@ EXPERIMENTS = (
     "table2", "snr_dynamics", "table2_hard", "table2_imperfect", "group_size", "rrc", "reasoning_arena",
     "table2_gpt4_llmbar", "table2_chatgpt_llmbar", "table2_gpt4turbo_mtbench",
     "group_size_gpt4_llmbar", "group_size_chatgpt_llmbar", "group_size_gpt4turbo_mtbench",
+    "table2_gpt4_llmbar_persistent", "table2_chatgpt_llmbar_persistent",
+    "table2_hard_gpt4_llmbar_persistent", "table2_hard_chatgpt_llmbar_persistent",
+    "hacking_gpt4_llmbar_persistent", "hacking_chatgpt_llmbar_persistent",
 )  # fmt: skip
 # the arm every other arm is paired against: the scoring rule each paper replaces
 BASELINES = {"rrc": "prc", "reasoning_arena": "rlvr"}
@@ -55,6 +58,7 @@ TITLES = {
     "table2": "table2: ArenaRL Table 2 on the warm start (init=sft, N = 8, K = 8)",
     "snr_dynamics": "snr_dynamics: discriminative collapse on the warm start (init=sft, N = 8, K = 8)",
     "table2_hard": "table2_hard: the hard task from its warm start (task=hard, init=sft_hard, N = 8, K = 8)",
+    "hacking": "hacking: a judge the policy can hack (task=hackable, init=sft_hackable, N = 8, K = 8)",
     "table2_imperfect": "table2_imperfect: an imperfect teacher's warm start (init=sft_imperfect, N = K = 8)",
     "group_size": "group_size: N in {2, 4, 8, 16} (ArenaRL Fig. 4a), init=sft, K = 8",
     "rrc": "rrc: PRC vs SCR vs AGR, ± voting@3, ± CARA on the chain-of-thought judge (init=sft, N = K = 8)",
@@ -71,11 +75,13 @@ RUN_PARAMS = ("init.seed",)  # the SFT seed: the teacher draw of an imperfect te
 
 # a sweep rerun under a fitted judge is named <experiment>_<judge> (scripts/regenerate_tables.sh)
 FITTED = ("gpt4_llmbar", "chatgpt_llmbar", "gpt4turbo_mtbench")
+# fitted with persistent and surface (length) error (issue 39): matched first (longest suffix)
+PERSISTENT = ("gpt4_llmbar_persistent", "chatgpt_llmbar_persistent")
 
 
 def split_judge(experiment: str) -> tuple[str, str | None]:
     """(the experiment's design, the fitted judge it was rerun under, or None)."""
-    for j in FITTED:
+    for j in PERSISTENT + FITTED:
         if experiment.endswith(f"_{j}"):
             return experiment[: -len(j) - 1], j
     return experiment, None
@@ -103,6 +109,16 @@ FITTED_CAVEAT = (
     "hold the numbers), normal noise independent between the two formats, no length bias. The "
     "judge-free arms (`oracle`, `rank_oracle`) are not rerun per judge: their policies do not depend on "
     "the judge (tests/trainers/local/test_judge_map.py), see the default sweep's report."
+)
+PERSISTENT_CAVEAT = (
+    "**Judge.** The fitted judge `{judge}` (`conf/judge/{judge}.yaml`, kind `ordinal`, issue 39): "
+    "besides the grid, ceiling, noise, position bias and ties of the other fits, its view of a response "
+    "carries a *persistent* error drawn once per response (the same in every comparison, both orders "
+    "and both formats: more comparisons cannot average it away) and `surface_beta` × the response's "
+    "standardized surface feature, both *measured* on LLMBar (both-order-wrong and cross-format error "
+    "rates, the length coefficient; `results/judges/persistence.md`). Still assumed: how the trainer's "
+    "responses sit on the judge's scale (`judge.quality_map=start`), and on task=hackable that one SD of "
+    "the filler feature counts as one SD of log length. The judge-free arms are not rerun per judge."
 )
 PRIMARY_WHY = (
     f"Primary metric: final `{PRIMARY}` — the mean true quality of 16 samples at T = 1 per prompt on "
@@ -429,7 +445,7 @@ def header(experiment: str, info: dict, out: str, extra_cmd: str = "") -> list[s
     design, fitted = split_judge(experiment)
     title = TITLES.get(design, design) + (f" — under the fitted judge `{fitted}`" if fitted else "")
     caveat = (
-        FITTED_CAVEAT.format(judge=fitted)
+        (PERSISTENT_CAVEAT if fitted in PERSISTENT else FITTED_CAVEAT).format(judge=fitted)
         if fitted
         else CAVEAT.format(judge=JUDGES.get(experiment, "calibrated"))
         + JUDGE_NOTES.get(JUDGES.get(experiment, ""), "")

@@ -71,3 +71,18 @@ def test_judge_factory_errors_name_the_choices():
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['temp'\].*valid: \['model'"):
         judges.build({"kind": "vllm", "model": "m", "temp": 0.5})
     assert judges.build({"kind": "simulated", "preset": "cot"}).config == judges.get("cot").config
+
+
+def test_every_judge_preset_logs_as_valid_mlflow_params():
+    """A fitted judge's YAML (provenance included) becomes MLflow params under `judge.`: every key
+    must be one MLflow accepts, or a run under that judge dies after it opened (issue 39: explain
+    columns named ``persistent_sd=0`` did)."""
+    import re
+
+    from arenabench.tracking.params import flatten
+
+    ok = re.compile(r"^[/\w.\- :]{1,250}$")
+    for path in sorted((CONF / "judge").glob("*.yaml")):
+        cfg = yaml.safe_load(path.read_text()) or {}
+        bad = [k for k in flatten({"judge": cfg}) if not ok.match(k)]
+        assert not bad, f"{path.name}: keys MLflow refuses: {bad[:5]}"

@@ -367,9 +367,9 @@ def explain(f: PersistentFit, data: JudgeData, draws: _PDraws, hist=None) -> lis
     cutpoints refitted to the histogram), beside the measured values."""
     variants = {
         "fitted": {},
-        "persistent_sd=0": {"persistent_sd": 0.0},
-        "surface_beta=0": {"surface_beta": 0.0},
-        "both 0": {"persistent_sd": 0.0, "surface_beta": 0.0},
+        "no_persistent": {"persistent_sd": 0.0},
+        "no_surface": {"surface_beta": 0.0},
+        "neither": {"persistent_sd": 0.0, "surface_beta": 0.0},
     }
     got = {}
     for name, over in variants.items():
