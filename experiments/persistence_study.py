@@ -1,0 +1,371 @@
+"""Where the answers change under persistent and surface judge error (issue 39 item 4).
+
+Three studies, one MLflow store (``results/mlflow.db`` unless ``--uri``):
+
+1. **table2 under the persistent fits** (``scripts/regenerate_tables.sh`` stages
+   ``persistent_table2`` / ``persistent_table2_hard``): do the tournaments' gains over pointwise
+   survive an error that repeats, and does ArenaRL's topology order (RR ≥ SE > DE > Swiss > anchor)
+   appear? Per judge: each arm's paired Δ vs pointwise, and the topologies' Δ vs anchor.
+2. **hacking** (stage ``hacking``): task=hackable under each fitted judge's own length coefficient.
+   Per constructor: true-quality Δ vs pointwise, the surface feature's drift and the judge-view −
+   truth gap, final and at mid-run.
+3. **phase diagram** (``phase`` below): the gain of each constructor over pointwise (final true
+   quality, paired by seed) on a grid of (persistent share, β) on task=hackable, each fitted judge
+   marked on it.
+
+The grid, fixed before any run from the recorded statistics (``results/judges/persistence.md``):
+the base judge is the GPT-4 persistent fit (its grid, cutpoints, point noise, position bias and
+latent scale); the *persistent share* s = persistent_sd² / (persistent_sd² + pair_noise²) moves
+with the per-response error variance held at the fit's total, so only how much of the error
+repeats changes (fitted: GPT-4 0.66, ChatGPT 0.48); β (latent units per SD of the surface feature)
+spans no surface error, about the fits' values (GPT-4 0.50; ChatGPT 1.02 on its own scale, 1.8 in
+GPT-4's latent units) and beyond. Four arms (pointwise, anchor, seeded single-elim,
+round-robin), 10 seeds, 200 steps, eval every 20.
+
+    python experiments/persistence_study.py phase            # the grid's sweeps (~30 min, 2 idle cores)
+    python experiments/persistence_study.py report --out results/judges
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table2_report import PERSISTENT, fmt, fmt_p  # noqa: E402
+
+from arenabench import stats  # noqa: E402
+from arenabench.compare import run_values  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_JUDGE = "gpt4_llmbar_persistent"
+SHARES = (0.0, 0.5, 0.9)
+BETAS = (0.0, 1.0, 2.0)
+PHASE_ARMS = ("pointwise", "anchor", "seeded_single_elim", "round_robin")
+TOPOLOGIES = ("anchor", "seeded_single_elim", "round_robin", "double_elim", "swiss")
+BY = "reward"
+PRIMARY = "eval_sampled_quality"
+LABELS = {
+    "gpt4_llmbar_persistent": "GPT-4, LLMBar (persistent fit)",
+    "chatgpt_llmbar_persistent": "ChatGPT, LLMBar (persistent fit)",
+}
+
+
+def judge_conf(name: str) -> dict:
+    return yaml.safe_load((ROOT / "conf" / "judge" / f"{name}.yaml").read_text())
+
+
+def cell_overrides(share: float, beta: float, base: dict) -> dict[str, float]:
+    """The base judge with persistent share ``share`` at its fitted total pairwise error variance."""
+    total = base["persistent_sd"] ** 2 + base["pair_noise"] ** 2
+    return {
+        "persistent_sd": round(math.sqrt(share * total), 6),
+        "pair_noise": round(math.sqrt((1.0 - share) * total), 6),
+        "surface_beta": beta,
+    }
+
+
+def cell_name(share: float, beta: float) -> str:
+    return f"phase_s{share:g}_b{beta:g}"
+
+
+def judge_point(name: str, base: dict) -> tuple[float, float]:
+    """A fitted judge's (persistent share, β) in the base judge's latent units (β × its latent
+    scale / the base's: the same surface effect on the true-quality scale)."""
+    c = judge_conf(name)
+    share = c["persistent_sd"] ** 2 / (c["persistent_sd"] ** 2 + c["pair_noise"] ** 2)
+    return share, c["surface_beta"] * c["quality_scale"] / base["quality_scale"]
+
+
+def run_phase(uri: str, seeds: str, python: str) -> None:
+    base = judge_conf(BASE_JUDGE)
+    for share in SHARES:
+        for beta in BETAS:
+            name = cell_name(share, beta)
+            ov = cell_overrides(share, beta, base)
+            cmd = [
+                python, "-m", "arenabench.train", "-m", "experiment=hacking", f"judge={BASE_JUDGE}",
+                f"name={name}", f"reward={','.join(PHASE_ARMS)}", f"seed={seeds}", "eval_every=20",
+                "progress=false", f"tracking.uri={uri}",
+                f"hydra.sweep.dir=results/hydra/multirun/{name}/tables",
+                *(f"judge.{k}={v}" for k, v in ov.items()),
+            ]  # fmt: skip
+            print("==", name, ov, flush=True)
+            subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def _values(experiment: str, uri: str, metric: str = PRIMARY) -> pd.DataFrame | None:
+    try:
+        return run_values(experiment, metric, uri=uri, by=BY)
+    except ValueError:
+        return None
+
+
+def _paired(v: pd.DataFrame, arm: str, base: str, col: str = "final") -> dict:
+    a = v[v.arm == arm].set_index("seed")[col]
+    b = v[v.arm == base].set_index("seed")[col]
+    seeds = sorted(set(a.index) & set(b.index), key=int)
+    return stats.paired_t(a.loc[seeds].to_numpy(), b.loc[seeds].to_numpy())
+
+
+def _cell(d: dict) -> str:
+    return f"{fmt(d['mean'], d['lo'], d['hi'], signed=True)} (p {fmt_p(d['p'])})"
+
+
+def table2_section(uri: str, design: str) -> tuple[list[str], list[dict]]:
+    lines, rows = [], []
+    for j in PERSISTENT:
+        exp = f"{design}_{j}"
+        v = _values(exp, uri)
+        if v is None:
+            lines += [f"- `{exp}`: not in the store (run `STAGES=persistent_{design} make tables`).", ""]
+            continue
+        calls = v.groupby("arm")["judge_calls"].mean()
+        n_seeds = v.groupby("arm")["seed"].nunique()
+        lines += [
+            f"### {LABELS[j]} — `{exp}` ({len(v)} runs, "
+            f"{int(n_seeds.min())}–{int(n_seeds.max())} seeds per arm)",
+            "",
+            "| arm | final true quality | Δ vs pointwise (final) | Δ vs pointwise (AUC) "
+            "| Δ vs anchor (final) | judge calls / run |",
+            "|---|---|---|---|---|---|",
+        ]  # fmt: skip
+        for arm in sorted(v.arm.unique(), key=lambda a: (a != "pointwise", a)):
+            ti = stats.t_interval(v[v.arm == arm]["final"].to_numpy())
+            dp = _paired(v, arm, "pointwise") if arm != "pointwise" else None
+            da = _paired(v, arm, "pointwise", "auc") if arm != "pointwise" else None
+            dn = _paired(v, arm, "anchor") if arm in TOPOLOGIES and arm != "anchor" else None
+            row = {"experiment": exp, "judge": j, "arm": arm, "final": ti["mean"], "final_lo": ti["lo"],
+                   "final_hi": ti["hi"], "judge_calls": calls[arm]}  # fmt: skip
+            for key, d in (("d_pointwise", dp), ("d_pointwise_auc", da), ("d_anchor", dn)):
+                if d is not None:
+                    row |= {key: d["mean"], f"{key}_lo": d["lo"], f"{key}_hi": d["hi"], f"{key}_p": d["p"]}
+            rows.append(row)
+            lines.append(
+                f"| {arm} | {fmt(ti['mean'], ti['lo'], ti['hi'])} | {_cell(dp) if dp else '—'} | "
+                f"{_cell(da) if da else '—'} | {_cell(dn) if dn else '—'} | {calls[arm]:.0f} |"
+            )
+        lines.append("")
+    return lines, rows
+
+
+def _curve_value(exp: str, uri: str, metric: str, step: int) -> pd.DataFrame | None:
+    """Per run: the metric's logged value at the last logged step ≤ ``step``."""
+    from arenabench.compare import _run_curves  # the same curves run_values pools
+
+    try:
+        runs, curves, _ = _run_curves(uri, exp, "latest", False, None, metric, BY)
+    except ValueError:
+        return None
+    out = []
+    for idx in runs.index:
+        s, val = curves[idx]
+        k = np.searchsorted(s, step, side="right") - 1
+        out.append({"arm": runs.loc[idx, BY], "seed": runs.loc[idx, "seed"], "value": val[max(k, 0)]})
+    return pd.DataFrame(out)
+
+
+def hacking_section(uri: str) -> tuple[list[str], list[dict]]:
+    lines, rows = [], []
+    for j in PERSISTENT:
+        exp = f"hacking_{j}"
+        q = _values(exp, uri)
+        if q is None:
+            lines += [f"- `{exp}`: not in the store (run `STAGES=hacking make tables`).", ""]
+            continue
+        surf = _values(exp, uri, "eval_sampled_surface")
+        view = _values(exp, uri, "eval_sampled_judge_view")
+        mid = _curve_value(exp, uri, "eval_sampled_surface", 100)
+        lines += [
+            f"### {LABELS[j]} — `{exp}` "
+            f"(β = {judge_conf(j)['surface_beta']:.3g} latent units per SD, fitted)",
+            "",
+            "| arm | final true quality | Δ vs pointwise | surface at step 100 | final surface "
+            "| final judge view − truth |",
+            "|---|---|---|---|---|---|",
+        ]  # fmt: skip
+        for arm in sorted(q.arm.unique(), key=lambda a: (a != "pointwise", a)):
+            ti = stats.t_interval(q[q.arm == arm]["final"].to_numpy())
+            d = _paired(q, arm, "pointwise") if arm != "pointwise" else None
+            s_fin = stats.t_interval(surf[surf.arm == arm]["final"].to_numpy()) if surf is not None else None
+            s_mid = stats.t_interval(mid[mid.arm == arm]["value"].to_numpy()) if mid is not None else None
+            gap = None
+            if view is not None and arm in set(view.arm):
+                vv = view[view.arm == arm].set_index("seed")["final"]
+                qq = q[q.arm == arm].set_index("seed")["final"]
+                gap = stats.t_interval((vv - qq.loc[vv.index]).to_numpy())
+            rows.append(
+                {
+                    "judge": j,
+                    "arm": arm,
+                    "final": ti["mean"],
+                    "d_pointwise": d["mean"] if d else math.nan,
+                    "d_pointwise_lo": d["lo"] if d else math.nan,
+                    "d_pointwise_hi": d["hi"] if d else math.nan,
+                    "surface_mid": s_mid["mean"] if s_mid else math.nan,
+                    "surface_final": s_fin["mean"] if s_fin else math.nan,
+                    "view_minus_truth": gap["mean"] if gap else math.nan,
+                }  # fmt: skip
+            )
+
+            def ci(t):
+                return fmt(t["mean"], t["lo"], t["hi"], signed=True) if t else "—"
+
+            lines.append(
+                f"| {arm} | {fmt(ti['mean'], ti['lo'], ti['hi'])} | {_cell(d) if d else '—'} | "
+                f"{ci(s_mid)} | {ci(s_fin)} | {ci(gap)} |"
+            )
+        lines.append("")
+    return lines, rows
+
+
+def phase_section(uri: str, out: Path) -> tuple[list[str], list[dict]]:
+    base = judge_conf(BASE_JUDGE)
+    rows = []
+    for share in SHARES:
+        for beta in BETAS:
+            v = _values(cell_name(share, beta), uri)
+            for arm in PHASE_ARMS[1:]:
+                if v is None or arm not in set(v.arm):
+                    rows.append({"share": share, "beta": beta, "arm": arm, "d": math.nan, "lo": math.nan,
+                                 "hi": math.nan, "p": math.nan, "pointwise": math.nan})  # fmt: skip
+                    continue
+                d = _paired(v, arm, "pointwise")
+                pw = v[v.arm == "pointwise"]["final"].mean()
+                rows.append({"share": share, "beta": beta, "arm": arm, "d": d["mean"], "lo": d["lo"],
+                             "hi": d["hi"], "p": d["p"], "pointwise": pw})  # fmt: skip
+    df = pd.DataFrame(rows)
+    if df["d"].isna().all():
+        return [
+            "- the phase grid is not in the store (run `python experiments/persistence_study.py phase`)."
+        ], rows
+    marks = {j: judge_point(j, base) for j in PERSISTENT}
+    _phase_figure(df, marks, out / "persistence_phase.png")
+    lines = [
+        "| persistent share | β (latent / SD) | pointwise final | "
+        + " | ".join(f"Δ {a}" for a in PHASE_ARMS[1:])
+        + " |",
+        "|---|---|---|" + "---|" * (len(PHASE_ARMS) - 1),
+    ]  # fmt: skip
+    for (share, beta), g in df.groupby(["share", "beta"], sort=True):
+        g = g.set_index("arm")
+        cells = [
+            f"{fmt(g.loc[a, 'd'], g.loc[a, 'lo'], g.loc[a, 'hi'], signed=True)} (p {fmt_p(g.loc[a, 'p'])})"
+            for a in PHASE_ARMS[1:]
+        ]
+        lines.append(f"| {share:g} | {beta:g} | {fmt(g['pointwise'].iloc[0])} | " + " | ".join(cells) + " |")
+    lines += ["", "Fitted judges on this map (share, β in the base's latent units): "
+              + "; ".join(f"{LABELS[j]} ({s:.2f}, {b:.2f})" for j, (s, b) in marks.items()), "",
+              "![phase diagram](persistence_phase.png)", ""]  # fmt: skip
+    return lines, rows
+
+
+def _phase_figure(df: pd.DataFrame, marks: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = PHASE_ARMS[1:]
+    fig, axes = plt.subplots(1, len(arms), figsize=(4.2 * len(arms), 3.9), constrained_layout=True)
+    lim = np.nanmax(np.abs(df["d"].to_numpy())) or 1.0
+    for ax, arm in zip(axes, arms, strict=True):
+        g = df[df.arm == arm].pivot(index="beta", columns="share", values="d").sort_index()
+        im = ax.imshow(g.to_numpy(), origin="lower", cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+        ax.set_xticks(range(len(g.columns)), [f"{s:g}" for s in g.columns])
+        ax.set_yticks(range(len(g.index)), [f"{b:g}" for b in g.index])
+        for (i, b), (k, s) in ((x, y) for x in enumerate(g.index) for y in enumerate(g.columns)):
+            r = df[(df.arm == arm) & (df.share == s) & (df.beta == b)].iloc[0]
+            sig = "*" if r["p"] < 0.05 else ""
+            ax.text(k, i, f"{r['d']:+.2f}{sig}", ha="center", va="center", fontsize=9)
+        for j, (s, b) in marks.items():  # fractional grid position by linear interpolation
+            x = np.interp(s, list(g.columns), range(len(g.columns)))
+            y = np.interp(b, list(g.index), range(len(g.index)))
+            ax.plot(x, y, marker="o", mfc="none", mec="k", ms=10)
+            ax.annotate(
+                LABELS[j].split(",")[0], (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8
+            )
+        ax.set_title(f"{arm} − pointwise")
+        ax.set_xlabel("persistent share of the pairwise error (fraction)")
+        ax.set_ylabel("surface coefficient β (latent units per SD)")
+    fig.colorbar(im, ax=axes, label="Δ final true quality vs pointwise (10 seeds, paired)")
+    fig.suptitle(
+        f"Phase diagram, task=hackable, base judge {BASE_JUDGE}: gain over pointwise (* p < 0.05)",
+        fontsize=11,
+    )
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(uri: str, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    t2, t2_rows = table2_section(uri, "table2")
+    t2h, t2h_rows = table2_section(uri, "table2_hard")
+    hk, hk_rows = hacking_section(uri)
+    ph, ph_rows = phase_section(uri, out)
+    pd.DataFrame(t2_rows + t2h_rows).to_csv(out / "persistence_table2.csv", index=False)
+    pd.DataFrame(hk_rows).to_csv(out / "persistence_hacking.csv", index=False)
+    pd.DataFrame(ph_rows).to_csv(out / "persistence_phase.csv", index=False)
+    text = [
+        "# Training under persistent and surface judge error (issue 39 item 4)",
+        "",
+        "Generated by `python experiments/persistence_study.py report --out results/judges` from the "
+        "sweeps of `scripts/regenerate_tables.sh` (stages `persistent_table2`, `persistent_table2_hard`, "
+        "`hacking`) and `python experiments/persistence_study.py phase`. Every Δ is paired by seed "
+        "(same SFT start, same prompt order) with its 95% t interval and p; *final* = the last eval's "
+        "`eval_sampled_quality` (true quality of 16 samples per prompt), *AUC* = its area over the run. "
+        "Judges: `conf/judge/*_persistent.yaml` (fits in [persistence.md](persistence.md)).",
+        "",
+        "## table2 (task=preference, init=sft)",
+        "",
+        *t2,
+        "## table2_hard (task=hard, init=sft_hard)",
+        "",
+        *t2h,
+        "## Hacking (task=hackable, init=sft_hackable; each judge's fitted β)",
+        "",
+        "*surface*: the mean filler feature of the sampled eval answers (z-score against a uniform "
+        "response; the SFT start ≈ −0.9, all filler +7.5); *judge view − truth*: the judge's noise-free "
+        "view minus true quality on the same answers (quality units).",
+        "",
+        *hk,
+        "## Phase diagram (task=hackable)",
+        "",
+        "The grid, fixed before any run"
+        + __doc__.split("The grid, fixed before any run")[1].split("    python")[0].rstrip().replace("\n", " "),
+        "",
+        *ph,
+    ]
+    (out / "persistence_train.md").write_text("\n".join(text) + "\n")
+    print(f"wrote {out / 'persistence_train.md'}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("phase", help="run the grid's sweeps")
+    p.add_argument("--uri", default="sqlite:///results/mlflow.db")
+    p.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9")
+    r = sub.add_parser("report", help="write persistence_train.md (+ csv, PNG)")
+    r.add_argument("--uri", default="sqlite:///results/mlflow.db")
+    r.add_argument("--out", default="results/judges")
+    args = ap.parse_args(argv)
+    if args.cmd == "phase":
+        run_phase(args.uri, args.seeds, sys.executable)
+    else:
+        report(args.uri, Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
