@@ -307,6 +307,11 @@ def _phase_figure(df: pd.DataFrame, marks: dict, path: Path) -> None:
     plt.close(fig)
 
 
+GRID_TEXT = "The grid, fixed before any run" + " ".join(
+    __doc__.split("The grid, fixed before any run")[1].split("    python")[0].split()
+)
+
+
 def report(uri: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     t2, t2_rows = table2_section(uri, "table2")
@@ -341,8 +346,7 @@ def report(uri: str, out: Path) -> None:
         *hk,
         "## Phase diagram (task=hackable)",
         "",
-        "The grid, fixed before any run"
-        + __doc__.split("The grid, fixed before any run")[1].split("    python")[0].rstrip().replace("\n", " "),
+        GRID_TEXT,
         "",
         *ph,
     ]
