@@ -307,7 +307,7 @@ def _phase_figure(df: pd.DataFrame, marks: dict, path: Path) -> None:
     plt.close(fig)
 
 
-GRID_TEXT = "The grid, fixed before any run" + " ".join(
+GRID_TEXT = "The grid, fixed before any run " + " ".join(
     __doc__.split("The grid, fixed before any run")[1].split("    python")[0].split()
 )
 
