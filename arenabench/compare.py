@@ -144,10 +144,20 @@ def _load(client, experiment: str, sweep: str, include_failed: bool) -> pd.DataF
 
 
 def find_store(uri: str | None = None) -> str:
-    """The tracking URI a notebook should read: ``uri`` if given, else ``$MLFLOW_TRACKING_URI``,
-    else the demo's store ``results/mlflow.db`` at the repository root — found from the current
-    directory upwards (Jupyter starts a notebook's kernel in ``notebooks/``, where a relative
-    ``results/mlflow.db`` would name a new, empty store), else next to the installed package."""
+    """The store a reader means when they name none (``arenabench compare``, the notebooks; one
+    rule, stated here and in README.md's tour):
+
+    1. ``uri`` if given, else ``$MLFLOW_TRACKING_URI``;
+    2. else ``results/mlflow.db`` at the repository root if that file exists (what
+       ``arenabench-train`` and ``make tables`` write);
+    3. else ``results/demo/mlflow.db`` if it exists (what ``make demo`` writes);
+    4. else ``results/mlflow.db`` (a missing store is then reported by whoever opens it).
+
+    The repository root is found from the current directory upwards (Jupyter starts a notebook's
+    kernel in ``notebooks/``, where a relative ``results/mlflow.db`` would name a new, empty
+    store), else next to the installed package. Writers (``arenabench-train``, the report scripts)
+    keep :func:`arenabench.tracking.tracking_uri`'s default, so a report never reads the demo's
+    store by accident."""
     import os
 
     if uri or os.environ.get("MLFLOW_TRACKING_URI"):
@@ -159,7 +169,8 @@ def find_store(uri: str | None = None) -> str:
         if (d / "conf" / "train.yaml").exists() and (d / "pyproject.toml").exists()
     ]
     root = roots[0] if roots else Path(__file__).resolve().parents[1]
-    return f"sqlite:///{root / 'results' / 'mlflow.db'}"
+    main, demo = root / "results" / "mlflow.db", root / "results" / "demo" / "mlflow.db"
+    return f"sqlite:///{demo if demo.exists() and not main.exists() else main}"
 
 
 def load_runs(
