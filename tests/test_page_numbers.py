@@ -286,6 +286,48 @@ QUOTES = [
             for j in ("gpt4_llmbar", "chatgpt_llmbar", "gpt4turbo_mtbench")
         ],
     ),
+    Quote(
+        "README.md",
+        "the constructors that rank by verdicts or score margins lose {}–{} τ, anchor most ({} → {}); PRC "
+        "and adaptive_pairs, which use each comparison's probability, lose nothing.",
+        [
+            lambda: fid("adaptive", "kendall_tau")() - integer("adaptive", "kendall_tau")(),
+            lambda: fid("anchor", "kendall_tau")() - integer("anchor", "kendall_tau")(),
+            fid("anchor", "kendall_tau"),
+            integer("anchor", "kendall_tau"),
+        ],
+    ),
+    Quote(
+        "README.md",
+        "ChatGPT's pile up at the ceiling (top score {}% of the time), GPT-4-Turbo's at the floor (its "
+        "MT-bench answers come from small DPO models: {}% of scores 1–3, top score {}%).",
+        [
+            ratio(judge_stat("ChatGPT", "point_top_share"), lambda: 1.0),
+            ratio(lambda: sum(judge_stat("gpt-4-turbo", f"hist_{k}")() for k in (1, 2, 3)), lambda: 1.0),
+            ratio(judge_stat("gpt-4-turbo", "point_top_share"), lambda: 1.0),
+        ],
+    ),
+    Quote(
+        "README.md",
+        "it is largest at N = 2 under three judges, at N = 4 under GPT-4-Turbo ({} vs {} at N = 2), and "
+        "ChatGPT's rises from N = 8 to 16 ({} → {}).",
+        [
+            jt("gpt4turbo_mtbench", "seeded_single_elim", "d_final", 4),
+            jt("gpt4turbo_mtbench", "seeded_single_elim", "d_final", 2),
+            jt("chatgpt_llmbar", "seeded_single_elim", "d_final", 8),
+            jt("chatgpt_llmbar", "seeded_single_elim", "d_final", 16),
+        ],
+    ),
+    Quote(
+        "results/README.md",
+        "at N = 4 under GPT-4-Turbo ({} vs {} at N = 2), and ChatGPT's rises from N = 8 to N = 16 ({} → {}).",
+        [
+            jt("gpt4turbo_mtbench", "seeded_single_elim", "d_final", 4),
+            jt("gpt4turbo_mtbench", "seeded_single_elim", "d_final", 2),
+            jt("chatgpt_llmbar", "seeded_single_elim", "d_final", 8),
+            jt("chatgpt_llmbar", "seeded_single_elim", "d_final", 16),
+        ],
+    ),
     # results/README.md: fidelity section
     Quote(
         "results/README.md",
@@ -710,8 +752,53 @@ def test_a_changed_number_fails(monkeypatch):
     assert results_judge_table_mismatches(results)
 
 
+def test_gain_vs_n_sentences_match_the_shape_of_the_table():
+    """The pages say: smaller at N = 16 than at N = 2 under every judge; largest at N = 2 except GPT-4-Turbo
+    (N = 4); ChatGPT's rises 8 -> 16 (issue 40.3: 'largest at N = 2 and shrinks with N' was false)."""
+    for judge in JUDGES.values():
+        gain = {
+            n: judge_row("table2" if n == 8 else "group_size", judge, "seeded_single_elim", "d_final", n)
+            for n in (2, 4, 8, 16)
+        }
+        peak = max(gain, key=gain.get)
+        assert peak == (4 if judge == "gpt4turbo_mtbench" else 2), (judge, gain)
+        assert gain[16] < gain[2], (judge, gain)
+        monotone = gain[2] >= gain[4] >= gain[8] >= gain[16]
+        assert monotone == (judge in ("calibrated", "gpt4_llmbar")), (judge, gain)
+
+
 def test_shown_equals_rounds_at_the_shown_precision():
     assert shown_equals("0.038", 0.03753) and not shown_equals("0.038", 0.0374)
     assert shown_equals("44", 44.46) and not shown_equals("45", 44.46)
     assert shown_equals("4e-4", 3.9e-4) and not shown_equals("4e-4", 4.6e-4)
     assert shown_equals("-0.256", -0.2556)
+
+
+# --- times ---------------------------------------------------------------------------------------
+
+
+def makefile_time(target: str) -> str:
+    """The first '~N' in the Makefile's comment block above ``target:`` or on its line."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(f"{target}:"))
+    j = i
+    while j > 0 and lines[j - 1].startswith("#"):
+        j -= 1
+    m = re.search(r"~(\d+)", " ".join(lines[j : i + 1]))
+    assert m, f"Makefile: no '~N min' for {target}"
+    return m.group(1)
+
+
+def readme_time(target: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    row = next((line for line in text.splitlines() if line.startswith(f"| `make {target}`")), None)
+    if row is not None:
+        cell = row.strip().strip("|").split("|")[-1]
+    else:  # make demo / make test: the setup paragraph
+        cell = re.search(rf"`make {target}` ~(\d+)", normalize(text)).group(0)
+    return re.search(r"~(\d+)", cell).group(1)
+
+
+@pytest.mark.parametrize("target", ["demo", "test", "experiments", "tables", "soak", "bench-sweep"])
+def test_readme_and_makefile_state_the_same_time(target):
+    assert readme_time(target) == makefile_time(target)
