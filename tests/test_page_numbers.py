@@ -153,6 +153,61 @@ def integer_tie_share() -> float:
     return float(m.group(1))
 
 
+def runs_mean(experiment: str, arm: str, col: str) -> Callable[[], float]:
+    """The mean over an arm's runs of a per-run column (``<experiment>_runs.csv``)."""
+
+    def get() -> float:
+        d = csv(f"results/train/{experiment}_runs.csv")
+        return float(d[d["arm"] == arm][col].mean())
+
+    return get
+
+
+def md_cell(path: str, row_start: str, column: int) -> Callable[[], float]:
+    """A number in a committed markdown table: the row starting so, the column-th cell (0 = first)."""
+
+    def get() -> float:
+        row = next(r for r in (ROOT / path).read_text().splitlines() if r.startswith(row_start))
+        return float(row.strip().strip("|").split("|")[column].strip().split(",")[0])
+
+    return get
+
+
+def trl(stat: str) -> Callable[[], float]:
+    """results/trl/learning.csv (3 seeds per arm): the judge arm's before / after mean, the
+    improvement's mean and 95% t interval, the control's mean improvement."""
+
+    def get() -> float:
+        from scipy import stats
+
+        d = csv("results/trl/learning.csv")
+        judge, control = d[d["arm"] == "judge"], d[d["arm"] == "control"]
+        imp = judge["improvement"].to_numpy(dtype=float)
+        half = stats.t.ppf(0.975, len(imp) - 1) * imp.std(ddof=1) / np.sqrt(len(imp))
+        return {
+            "before": judge["before"].mean(),
+            "after": judge["after"].mean(),
+            "gain": imp.mean(),
+            "lo": imp.mean() - half,
+            "hi": imp.mean() + half,
+            "control": control["improvement"].mean(),
+        }[stat]
+
+    return get
+
+
+def calls_range(arm: str, how: str) -> Callable[[], float]:
+    def get() -> float:
+        d = csv("results/judges/train.csv")
+        v = d[(d["design"] == "table2") & (d["arm"] == arm)]["judge_calls_per_step"]
+        return float(getattr(v, how)())
+
+    return get
+
+
+ADVERSARIAL = [f"ChatGPT llmbar/Adversarial_{s}" for s in ("GPTInst", "GPTOut", "Manual", "Neighbor")]
+
+
 # --- quotes --------------------------------------------------------------------------------------
 
 
@@ -326,6 +381,98 @@ QUOTES = [
             jt("gpt4turbo_mtbench", "seeded_single_elim", "d_final", 2),
             jt("chatgpt_llmbar", "seeded_single_elim", "d_final", 8),
             jt("chatgpt_llmbar", "seeded_single_elim", "d_final", 16),
+        ],
+    ),
+    Quote(
+        "README.md",
+        "on adversarial pairs they are worse ({} to {})",
+        [
+            over("max", *(judge_stat(a, "pair_minus_point_accuracy", by_source=True) for a in ADVERSARIAL)),
+            over("min", *(judge_stat(a, "pair_minus_point_accuracy", by_source=True) for a in ADVERSARIAL)),
+        ],
+    ),
+    Quote(
+        "README.md",
+        "(true quality {} → {}, {} [{}, {}] over 3 seeds, against {} for a constant-quality control judge",
+        [trl(k) for k in ("before", "after", "gain", "lo", "hi", "control")],
+    ),
+    Quote(
+        "results/README.md",
+        "Advantage– oracle r: pointwise {}, budget {}, rank {} against {} (Swiss) – {} (round-robin), "
+        "oracle {}.",
+        [
+            runs_mean("table2", a, "adv_oracle_pearson_auc")
+            for a in ("pointwise", "pointwise_budget", "pointwise_rank", "swiss", "round_robin", "oracle")
+        ],
+    ),
+    Quote(
+        "results/README.md",
+        "paired vs PRC, {} [{}, {}], {} calls per step). SCR {} [{}, {}] (p = {}; {} calls), SCR + CARA {} "
+        "(p = {}), SCR voting@3 {} (p = {}; {} calls; AUC {}, p = {}); AGR {} [{}, {}] (p = {}; {} calls), "
+        "AGR voting@3 {} ({} calls). SCR's advantages track the truth better (adv–oracle r {} vs PRC's {})",
+        [st("rrc", "prc", c) for c in ("final", "final_lo", "final_hi")]
+        + [calls("rrc", "prc")]
+        + [st("rrc", "rrc_scr", c) for c in ("d_final", "d_final_lo", "d_final_hi", "p_final")]
+        + [calls("rrc", "rrc_scr")]
+        + [st("rrc", "rrc_scr_cara", "d_final"), st("rrc", "rrc_scr_cara", "p_final")]
+        + [st("rrc", "rrc_scr_vote3", "d_final"), st("rrc", "rrc_scr_vote3", "p_final")]
+        + [calls("rrc", "rrc_scr_vote3")]
+        + [st("rrc", "rrc_scr_vote3", "d_auc"), st("rrc", "rrc_scr_vote3", "p_auc")]
+        + [st("rrc", "rrc_agr", c) for c in ("d_final", "d_final_lo", "d_final_hi", "p_final")]
+        + [calls("rrc", "rrc_agr")]
+        + [st("rrc", "rrc_agr_vote3", "d_final"), calls("rrc", "rrc_agr_vote3")]
+        + [
+            runs_mean("rrc", "rrc_scr", "adv_oracle_pearson_auc"),
+            runs_mean("rrc", "prc", "adv_oracle_pearson_auc"),
+        ],
+    ),
+    Quote(
+        "results/README.md",
+        "within-group pointwise ties {}% (GPT-4), {}% (ChatGPT), {}% (GPT-4-Turbo) against {}% for the "
+        "continuous `calibrated` score; pairwise accuracy on the same pairs {} / {} / {} vs pointwise "
+        "{} / {} / {}.",
+        [
+            ratio(md_cell("results/judges/start.md", "| pointwise ties among", k), lambda: 1.0)
+            for k in (2, 3, 4, 1)
+        ]
+        + [md_cell("results/judges/start.md", "| pairwise accuracy on", k) for k in (2, 3, 4)]
+        + [md_cell("results/judges/start.md", "| pointwise accuracy on", k) for k in (2, 3, 4)],
+    ),
+    Quote(
+        "results/README.md",
+        "(pointwise {}–{}, anchor {}–{}, seeded single-elim {}–{}, round-robin {}–{}: at most {}% apart)",
+        [
+            calls_range(a, how)
+            for a in ("pointwise", "anchor", "seeded_single_elim", "round_robin")
+            for how in ("min", "max")
+        ]
+        + [
+            over(
+                "max",
+                *(
+                    (lambda a=a: 100.0 * (calls_range(a, "max")() / calls_range(a, "min")() - 1.0))
+                    for a in ("pointwise", "anchor", "seeded_single_elim", "round_robin")
+                ),
+            )
+        ],
+    ),
+    Quote(
+        "results/README.md",
+        "The pointwise arm's σ_group falls {} → {} (first vs last quarter) against a flat σ_noise of {} "
+        "(ArenaRL Fig. 1a's picture), mean SNR {};",
+        [
+            md_cell("results/train/snr_dynamics.md", "| sigma_group | `pointwise` |", 2),
+            md_cell("results/train/snr_dynamics.md", "| sigma_group | `pointwise` |", 3),
+            md_cell("results/train/snr_dynamics.md", "| sigma_noise | `pointwise` |", 3),
+            lambda: float(
+                next(
+                    r
+                    for r in (ROOT / "results/train/snr_dynamics.md").read_text().splitlines()
+                    if r.startswith("| `pointwise` | 10 |")
+                )
+                .split("|")[15]
+                .split("(")[0]
+            ),
         ],
     ),
     # results/README.md: fidelity section
