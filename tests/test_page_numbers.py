@@ -182,11 +182,14 @@ def trl(stat: str) -> Callable[[], float]:
 
         d = csv("results/trl/learning.csv")
         judge, control = d[d["arm"] == "judge"], d[d["arm"] == "control"]
-        imp = judge["improvement"].to_numpy(dtype=float)
-        half = stats.t.ppf(0.975, len(imp) - 1) * imp.std(ddof=1) / np.sqrt(len(imp))
+        imp, after = judge["improvement"].to_numpy(dtype=float), judge["after"].to_numpy(dtype=float)
+        q = stats.t.ppf(0.975, len(imp) - 1) / np.sqrt(len(imp))
+        half, half_after = q * imp.std(ddof=1), q * after.std(ddof=1)
         return {
             "before": judge["before"].mean(),
             "after": judge["after"].mean(),
+            "after_lo": after.mean() - half_after,
+            "after_hi": after.mean() + half_after,
             "gain": imp.mean(),
             "lo": imp.mean() - half,
             "hi": imp.mean() + half,
@@ -474,6 +477,16 @@ QUOTES = [
                 .split("(")[0]
             ),
         ],
+    ),
+    Quote(
+        "README.md",
+        "true quality {} [{}, {}] in 40 steps vs a constant-quality control {} (3 seeds)",
+        [trl(k) for k in ("gain", "lo", "hi", "control")],
+    ),
+    Quote(
+        "docs/trl.md",
+        "| judge (the example) | {} | {} [{}, {}] | **{} [{}, {}]** |",
+        [trl("before"), trl("after"), trl("after_lo"), trl("after_hi"), trl("gain"), trl("lo"), trl("hi")],
     ),
     # results/README.md: fidelity section
     Quote(
