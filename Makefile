@@ -30,7 +30,7 @@ DEMO_URI := sqlite:///$(DEMO)/mlflow.db
 # the published tables pool seeds 0-9 (conf/experiment/*.yaml); the demo runs 5
 DEMO_SEEDS ?= 0,1,2,3,4
 DEMO_ARGS ?=  # extra overrides for both sweeps, e.g. a smoke run: make demo DEMO_SEEDS=0 DEMO_ARGS="steps=5"
-demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds) -> results/demo/ (store, logs, tables) + a reproduction check vs results/train/ (docs/performance.md)
+demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds) -> results/demo/ (store, logs, tables) + a reproduction check vs results/train/ (~9 min on 2 cores once .venv exists: measured 8 min 42 s; docs/performance.md)
 	mkdir -p $(DEMO)
 	@echo "demo 1/2: table2 (50 jobs)"
 	$(PY) -m arenabench.train -m experiment=table2 tracking.uri=$(DEMO_URI) progress=false hydra.sweep.dir=$(DEMO)/hydra/table2 seed=$(DEMO_SEEDS) $(DEMO_ARGS)
@@ -56,13 +56,14 @@ notebooks: $(VENV)/.notebooks  ## execute both notebooks on the demo's store (ma
 	@echo "executed notebooks (with their figures): results/notebooks/"
 
 EXPERIMENTS := table2_hard group_size table2_imperfect rrc reasoning_arena
-experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_size, table2_imperfect, rrc, reasoning_arena (~40 min on 2 cores) + their reports
+experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_size, table2_imperfect, rrc, reasoning_arena (~20-25 min on 2 cores: the sweeps measured 20 min) + their reports
 	for e in $(EXPERIMENTS); do $(PY) -m arenabench.train -m experiment=$$e || exit 1; done
 	$(PY) experiments/table2_report.py --out results/train --experiments $(EXPERIMENTS)
 
 # Every published training table, regenerated once (issues 25, 26): the warm-start sweeps with seeds
 # 0-9, then table2 and group_size under each fitted judge; reports to results/train/ and the
-# judge x constructor table to results/judges/train.md (~2-3 h on 2 idle cores; STAGES=... a subset)
+# judge x constructor table to results/judges/train.md (~60-65 min on 2 cores: the sweeps measured 59 min
+# at load 2-6 on 2026-12-05, then the reports; STAGES=... a subset)
 tables: $(VENV)/.base  ## regenerate every published sweep (10 seeds) + per-judge reruns -> results/mlflow.db, results/train/, results/judges/train.md
 	PY=$(PY) scripts/regenerate_tables.sh
 	$(PY) experiments/table2_report.py --out results/train
@@ -94,10 +95,10 @@ order: $(VENV)/.base  ## issue 18: order policies × topologies × aggregations,
 bench: $(VENV)/.base  ## benchmarks: waves vs sequential, overhead, pipelined vs lockstep, BT/Kemeny vs choix, trainer, fidelity frontier -> results/bench/ (~12 min on 2 cores)
 	$(PY) benchmarks/run_all.py --out results/bench
 
-soak: $(VENV)/.base  ## issue 29: 500 local-trainer steps against the served test judge, SIGKILLed/restarted 8 times (1-20 s) + 10% injected faults, then a rerun on the cache -> results/soak/ (~15-25 min on 2 busy cores)
+soak: $(VENV)/.base  ## issue 29: 500 local-trainer steps against the served test judge, SIGKILLed/restarted 8 times (1-20 s) + 10% injected faults, then a rerun on the cache -> results/soak/ (~15 min on 2 cores: measured 9.6 + 5.5 min)
 	$(PY) experiments/soak.py --out results/soak
 
-bench-sweep: $(VENV)/.base  ## issue 28: the full table2 sweep on a843f22 vs this tree (wall, CPU, RSS, every run's numerics) -> results/bench/sweep.* (~20 min on 2 cores)
+bench-sweep: $(VENV)/.base  ## issue 28: the full table2 sweep on a843f22 vs this tree (wall, CPU, RSS, every run's numerics) -> results/bench/sweep.* (~16 min on 2 cores)
 	$(PY) benchmarks/sweep_speed.py --out results/bench
 
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)
@@ -137,7 +138,7 @@ $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)
 	$(VERL_PY) -c "import torch; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
 	touch $@
 
-test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM and TRL tests included; tests/verl in the verl venv)
+test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM and TRL tests included; tests/verl in the verl venv; ~35 min on 2 cores from a fresh clone)
 	$(PY) -m ruff check arenabench tests experiments benchmarks scripts hydra_plugins
 	$(PY) -m pytest --ignore=tests/verl --durations=15
 	$(VERL_PY) -m pytest tests/verl --durations=15

@@ -195,8 +195,9 @@ def cmd_compare_against(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from arenabench.compare import format_summary, load_runs, metric_curves, summarize
+    from arenabench.compare import find_store, format_summary, load_runs, metric_curves, summarize
 
+    args.uri = find_store(args.uri)  # after `make demo` alone: the demo's store (find_store's rule)
     if args.against:
         return cmd_compare_against(args)
     if args.stats or args.baseline is not None or args.reach is not None:
@@ -528,7 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--all-rows", action="store_true", help="with --against: list equal values too")
     c.add_argument("--output", "-o", help="write the table here instead of stdout")
     c.add_argument(
-        "--uri", help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///results/mlflow.db)"
+        "--uri",
+        help="tracking URI (default: $MLFLOW_TRACKING_URI, else results/mlflow.db if it exists, else "
+        "make demo's results/demo/mlflow.db)",
     )
     c.set_defaults(fn=cmd_compare)
     from arenabench.calibration.stats import FORMATS as STAT_FORMATS

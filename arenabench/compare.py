@@ -1,5 +1,5 @@
 """Compare training runs logged to MLflow: a table of final metrics per setting over seeds, and
-step-wise learning curves (mean ± std over seeds).
+step-wise learning curves (mean over seeds with the 95% CI of the mean).
 
 Runs written by ``arenabench-train`` carry the tags ``constructor``, ``setting`` (the job's hydra
 override string without the seed), ``seed``, ``sweep`` (shared by the jobs of one multirun),
@@ -144,10 +144,20 @@ def _load(client, experiment: str, sweep: str, include_failed: bool) -> pd.DataF
 
 
 def find_store(uri: str | None = None) -> str:
-    """The tracking URI a notebook should read: ``uri`` if given, else ``$MLFLOW_TRACKING_URI``,
-    else the demo's store ``results/mlflow.db`` at the repository root — found from the current
-    directory upwards (Jupyter starts a notebook's kernel in ``notebooks/``, where a relative
-    ``results/mlflow.db`` would name a new, empty store), else next to the installed package."""
+    """The store a reader means when they name none (``arenabench compare``, the notebooks; one
+    rule, stated here and in README.md's tour):
+
+    1. ``uri`` if given, else ``$MLFLOW_TRACKING_URI``;
+    2. else ``results/mlflow.db`` at the repository root if that file exists (what
+       ``arenabench-train`` and ``make tables`` write);
+    3. else ``results/demo/mlflow.db`` if it exists (what ``make demo`` writes);
+    4. else ``results/mlflow.db`` (a missing store is then reported by whoever opens it).
+
+    The repository root is found from the current directory upwards (Jupyter starts a notebook's
+    kernel in ``notebooks/``, where a relative ``results/mlflow.db`` would name a new, empty
+    store), else next to the installed package. Writers (``arenabench-train``, the report scripts)
+    keep :func:`arenabench.tracking.tracking_uri`'s default, so a report never reads the demo's
+    store by accident."""
     import os
 
     if uri or os.environ.get("MLFLOW_TRACKING_URI"):
@@ -159,7 +169,8 @@ def find_store(uri: str | None = None) -> str:
         if (d / "conf" / "train.yaml").exists() and (d / "pyproject.toml").exists()
     ]
     root = roots[0] if roots else Path(__file__).resolve().parents[1]
-    return f"sqlite:///{root / 'results' / 'mlflow.db'}"
+    main, demo = root / "results" / "mlflow.db", root / "results" / "demo" / "mlflow.db"
+    return f"sqlite:///{demo if demo.exists() and not main.exists() else main}"
 
 
 def load_runs(
@@ -284,7 +295,7 @@ def metric_curves(
 ) -> pd.DataFrame:
     """Step-wise ``metric`` per ``by`` group, averaged over the group's runs (seeds): returns
     ``step, group, mean, std, n`` (std ddof=1, NaN where one run has the step) and, if ``path``
-    is given, writes a PNG of the mean per group with a ±std band versus step. ``smooth > 1``
+    is given, writes a PNG of the mean per group with its 95% confidence band versus step. ``smooth > 1``
     replaces mean and std by their trailing rolling mean over that many logged steps (noisy
     per-step metrics such as SNR); the raw values are in ``raw_mean``. ``where``: as
     :func:`select_runs`."""
@@ -309,7 +320,7 @@ def metric_curves(
                 lambda v: v.rolling(smooth, min_periods=1).mean()
             )
     if path is not None:
-        _plot_curves(curves, Path(path), metric, title=f"{experiment}: {metric}, mean ± std over seeds")
+        _plot_curves(curves, Path(path), metric, title=f"{experiment}: {_curves_what(metric)}")
     return curves
 
 
@@ -323,6 +334,15 @@ def _figure(size=(8, 4.8), ncols: int = 1):
     return fig, axes
 
 
+def _fit(fig, text: str, fontsize: float = 10, share: float = 1.0) -> str:
+    """``text`` with each line wrapped to what ``share`` of the figure's width holds at
+    ``fontsize`` (a title must not run off a narrow figure)."""
+    import textwrap
+
+    chars = max(int(share * fig.get_figwidth() * 72 / (0.55 * fontsize)), 30)
+    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
+
+
 def save_figure(fig, path: str | Path | None) -> None:
     """Write ``fig`` as a PNG at ``path`` (folders made; nothing if ``path`` is None)."""
     if path is not None:
@@ -330,7 +350,7 @@ def save_figure(fig, path: str | Path | None) -> None:
         fig.savefig(path, dpi=120)
 
 
-# the range a per-step metric can take: a mean ± std band is cut to it (a correlation's band must
+# the range a per-step metric can take: a confidence band is cut to it (a correlation's band must
 # not reach above r = 1)
 METRIC_BOUNDS = {
     "adv_oracle_pearson": (-1.0, 1.0),
@@ -349,23 +369,92 @@ METRIC_BOUNDS = {
 }
 
 
-def curves_figure(curves: pd.DataFrame, metric: str, title: str = "", path=None, band: bool = True):
-    """A :func:`metric_curves` frame as a Figure: the mean per group over steps, ± std band (cut
-    to the metric's range, :data:`METRIC_BOUNDS`)."""
-    fig, (ax,) = _figure()
+def _curves_what(metric: str, smooth: str = "") -> str:
+    from arenabench.reporting import metric_label
+
+    return f"{metric_label(metric)} — mean over seeds{smooth}, band: 95% CI of the mean"
+
+
+def curves_figure(
+    curves: pd.DataFrame,
+    metric: str,
+    title: str = "",
+    path=None,
+    band: bool = True,
+    level: float = 0.95,
+    panels: int | None = None,
+):
+    """A :func:`metric_curves` frame as a Figure: the mean per group over steps, each arm in its
+    fixed colour (:func:`arenabench.reporting.arm_color`), with the t confidence band of the mean
+    over seeds (``level``; cut to the metric's range, :data:`METRIC_BOUNDS`). The title should
+    say what the band is (the default does).
+
+    More than ``panels`` groups (default 4) are drawn as small multiples on shared axes, one panel
+    per arm with its band, the other arms' means as thin grey lines behind it: ten overlapping
+    bands in one panel read as one mass."""
+    from arenabench.reporting import arm_color, metric_label, t_half_width
+
+    groups = [(g, c) for g, c in curves.groupby("group", sort=True)]
     lo_b, hi_b = METRIC_BOUNDS.get(metric, (-math.inf, math.inf))
-    for group, c in curves.groupby("group", sort=True):
+
+    def draw(ax, group, c, label=True):
         x, m = c["step"].to_numpy(), c["mean"].to_numpy()
-        s = np.nan_to_num(c["std"].to_numpy(), nan=0.0)
-        (line,) = ax.plot(x, m, label=f"{group} (n={int(c['n'].max())})", lw=1.6)
+        color = arm_color(group)
+        ax.plot(x, m, label=f"{group} (n={int(c['n'].max())})" if label else None, lw=1.6, color=color)
         if band:
-            lo, hi = np.clip(m - s, lo_b, hi_b), np.clip(m + s, lo_b, hi_b)
-            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
-    ax.set_xlabel("step")
-    ax.set_ylabel(metric)
-    ax.set_title(title or f"{metric}, mean ± std over seeds", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+            h = np.nan_to_num(t_half_width(c["std"].to_numpy(), c["n"].to_numpy(), level), nan=0.0)
+            lo, hi = np.clip(m - h, lo_b, hi_b), np.clip(m + h, lo_b, hi_b)
+            ax.fill_between(x, lo, hi, color=color, alpha=0.18, lw=0)
+
+    if len(groups) <= (4 if panels is None else panels):
+        fig, (ax,) = _figure()
+        for group, c in groups:
+            draw(ax, group, c)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(metric_label(metric), fontsize=9)
+        ax.set_title(_fit(fig, title or _curves_what(metric), share=0.9), fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        save_figure(fig, path)
+        return fig
+    ncols = min(len(groups), 5)
+    nrows = math.ceil(len(groups) / ncols)
+    fig = _bare_figure((2.9 * ncols + 0.8, 2.3 * nrows + 1.2))
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
+    for ax, (group, c) in zip(axes, groups, strict=False):
+        for other, d in groups:
+            if other != group:
+                ax.plot(d["step"], d["mean"], lw=0.7, color="0.75", zorder=1)
+        draw(ax, group, c, label=False)
+        ax.set_title(f"{group} (n={int(c['n'].max())})", fontsize=9, color=arm_color(group))
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(groups) :]:
+        ax.set_visible(False)
+    for ax in axes[(nrows - 1) * ncols :]:
+        ax.set_xlabel("training step", fontsize=8)
+    for ax in axes[len(groups) - ncols : len(groups)]:
+        ax.xaxis.set_tick_params(labelbottom=True)
+    for ax in axes[::ncols]:
+        ax.set_ylabel(metric_label(metric).replace(" (", "\n("), fontsize=7)
+    fig.suptitle(_fit(fig, (title or _curves_what(metric)) + "\n(grey: the other arms' means)"), fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def note_figure(title: str, note: str, path=None, size=(8, 4.8)):
+    """A panel that says why a figure has nothing to draw (e.g. SNR under a temperature-0 judge,
+    whose re-asked scores never differ: σ_noise = 0, the ratio undefined), in place of a silently
+    absent PNG."""
+    import textwrap
+
+    fig, (ax,) = _figure(size=size)
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, textwrap.fill(note, 70), ha="center", va="center", fontsize=10, wrap=True,
+            transform=ax.transAxes, bbox={"boxstyle": "round", "fc": "0.95", "ec": "0.6"})  # fmt: skip
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
     return fig
@@ -381,6 +470,8 @@ def collapse_figure(sigma_group: pd.DataFrame, sigma_noise: pd.DataFrame, title:
     :func:`metric_curves` frames (mean over seeds). Small multiples, one panel per arm on shared
     axes, so that ten arms stay readable; the panel where σ_group ends lowest is read against the
     others' without a 20-entry legend."""
+    from arenabench.reporting import arm_color
+
     groups = sorted(set(sigma_group["group"]), key=str)
     ncols = min(len(groups), 5) or 1
     nrows = max(math.ceil(len(groups) / ncols), 1)
@@ -393,17 +484,17 @@ def collapse_figure(sigma_group: pd.DataFrame, sigma_noise: pd.DataFrame, title:
         if group in noise:
             n = noise[group]
             ax.plot(n["step"], n["mean"], lw=1.2, ls="--", color="C3", label="σ_noise")
-        ax.set_title(str(group), fontsize=9)
+        ax.set_title(str(group), fontsize=9, color=arm_color(group))
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     for ax in axes[len(groups) :]:
         ax.set_visible(False)
     for ax in axes[(nrows - 1) * ncols :]:
-        ax.set_xlabel("step", fontsize=8)
+        ax.set_xlabel("training step", fontsize=8)
     for ax in axes[::ncols]:
-        ax.set_ylabel("std of pointwise scores", fontsize=8)
+        ax.set_ylabel("SD of judge scores\n(score units)", fontsize=8)
     axes[0].legend(fontsize=7, loc="best")
-    fig.suptitle(title or "σ_group (solid) vs σ_noise (dashed), mean over seeds", fontsize=10)
+    fig.suptitle(_fit(fig, title or "σ_group (solid) vs σ_noise (dashed), mean over seeds"), fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
     return fig
@@ -440,31 +531,36 @@ def quarter_change(curves: pd.DataFrame) -> pd.DataFrame:
 def frontier_plot(
     df: pd.DataFrame, x: str = "judge_calls", y: str = "eval_win_rate", by: str = "constructor", path=None
 ):
-    """Mean ± std of ``y`` against mean ``x`` per group (one point per constructor): the
-    training-time analogue of the fidelity frontier. Returns the matplotlib Figure (shown inline
-    in a notebook) and writes a PNG if ``path`` is given."""
+    """Mean of ``y`` with its 95% t interval over runs against mean ``x`` per group (one point per
+    constructor, in its colour): the training-time analogue of the fidelity frontier. Returns the
+    matplotlib Figure (shown inline in a notebook) and writes a PNG if ``path`` is given."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     for metric in (x, y):
         _check_metric(df, metric)
     _check_by(df, by)
+    from arenabench.reporting import arm_color, metric_label, t_half_width
+
     g = df.groupby(by)[[x, y]]
-    mean, std = g.mean(), g.std(ddof=1).fillna(0.0)
+    mean, std, n = g.mean(), g.std(ddof=1).fillna(0.0), g.count()
+    half = pd.Series(np.nan_to_num(t_half_width(std[y], n[y])), index=mean.index)
     fig = Figure(figsize=(7, 4.5))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.errorbar(mean[x], mean[y], yerr=std[y], fmt="o", capsize=3)
+    for name in mean.index:
+        ax.errorbar([mean.at[name, x]], [mean.at[name, y]], yerr=[half[name]], fmt="o", capsize=3,
+                    color=arm_color(name))  # fmt: skip
     if (mean[x] > 0).all():
         ax.set_xscale("log")
-    ax.set_xlabel(f"{x} (final, mean over seeds)")
-    ax.set_ylabel(f"{y} (final, mean ± std)")
+    ax.set_xlabel(f"{metric_label(x)} (final, mean over seeds)")
+    ax.set_ylabel(f"{metric_label(y)}\n(final, mean, 95% CI over seeds)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.margins(x=0.18, y=0.1)
     fig.tight_layout()
     from arenabench.reporting import label_points
 
-    spans = list(zip(mean[y] - std[y], mean[y] + std[y], strict=True))
+    spans = list(zip(mean[y] - half, mean[y] + half, strict=True))
     label_points(ax, [str(n) for n in mean.index], mean[x].to_numpy(), mean[y].to_numpy(), spans=spans)
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -727,6 +823,9 @@ def paired_difference_figure(table: pd.DataFrame, quantities=("final", "auc"), t
     base = table.attrs.get("baseline")
     if base is None:
         raise ValueError("paired_difference_figure needs an arm_stats table with a baseline")
+    from arenabench.reporting import arm_color, metric_label, metric_short, metric_unit
+
+    metric = table.attrs.get("metric", "")
     rows = table[table["arm"] != base].iloc[::-1]
     quantities = [q for q in quantities if f"d_{q}" in table]
     fig, axes = _figure(size=(4.2 * len(quantities) + 1.2, 0.45 * len(rows) + 1.6), ncols=len(quantities))
@@ -737,14 +836,17 @@ def paired_difference_figure(table: pd.DataFrame, quantities=("final", "auc"), t
         m = rows[f"d_{q}"].to_numpy(dtype=float)
         lo = np.nan_to_num(m - rows[f"d_{q}_lo"].to_numpy(dtype=float))
         hi = np.nan_to_num(rows[f"d_{q}_hi"].to_numpy(dtype=float) - m)
-        ax.errorbar(m, y, xerr=[lo, hi], fmt="o", capsize=3)
+        for k, arm in enumerate(rows["arm"]):
+            ax.errorbar(m[k], y[k], xerr=[[lo[k]], [hi[k]]], fmt="o", capsize=3, color=arm_color(arm))
         ax.axvline(0.0, color="k", lw=0.8)
         ax.locator_params(axis="x", nbins=5)
         ax.set_yticks(y, [str(a) for a in rows["arm"]], fontsize=8)
-        ax.set_xlabel(f"Δ {label[q]} vs {base} ({pct} CI)", fontsize=9)
+        unit = f", {metric_unit(metric)}" if metric and metric_unit(metric) else ""
+        ax.set_xlabel(f"Δ {label[q]} {metric_short(metric)} vs {base}{unit}\n(mean over seeds, {pct} CI)",
+                      fontsize=9)  # fmt: skip
         ax.grid(alpha=0.3, axis="x")
-    metric = table.attrs.get("metric", "")
-    fig.suptitle(title or f"{metric}: paired differences vs {base} by seed", fontsize=10)
+    what = metric_label(metric) if metric else "the metric"
+    fig.suptitle(_fit(fig, title or f"paired differences vs {base} by seed: {what}"), fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
     return fig
@@ -777,14 +879,16 @@ def stats_frontier_figure(
     m = table["final"].to_numpy(dtype=float)
     lo = np.nan_to_num(m - table["final_lo"].to_numpy(dtype=float))
     hi = np.nan_to_num(table["final_hi"].to_numpy(dtype=float) - m)
-    from arenabench.reporting import label_points
+    from arenabench.reporting import arm_color, label_points, metric_label
 
     fig, (ax,) = _figure(size=(8, 5))
-    ax.errorbar(x, m, yerr=[lo, hi], fmt="o", capsize=3)
+    for k, arm in enumerate(table["arm"]):
+        ax.errorbar(x[k], m[k], yerr=[[lo[k]], [hi[k]]], fmt="o", capsize=3, color=arm_color(arm))
     pct = f"{100 * table.attrs.get('level', 0.95):g}%"
     ax.set_xlabel(f"{what} per step" if steps else f"{what} (final, cumulative)")
-    ax.set_ylabel(f"final {table.attrs.get('metric', '')} (mean, {pct} CI)")
-    ax.set_title(title or f"quality vs {what}", fontsize=10)
+    metric = table.attrs.get("metric", "")
+    ax.set_ylabel(f"final {metric_label(metric)}\n(mean over seeds, {pct} CI)", fontsize=9)
+    ax.set_title(_fit(fig, title or f"quality vs {what}", share=0.9), fontsize=10)
     ax.grid(alpha=0.3)
     ax.margins(x=0.18, y=0.1)  # room for the labels inside the frame
     if (x >= 0).all():  # judge calls: no negative axis beyond a sliver for the oracles at 0
@@ -802,6 +906,8 @@ def stats_frontier_figure(
 def sweep_figure(tables, xlabel: str, quantity: str = "final", title: str = "", path=None):
     """One :func:`arm_stats` frame per value of a swept setting (``{x: table}``, e.g. group size):
     each arm's ``quantity`` with its t interval against x (ArenaRL Fig. 4a's layout)."""
+    from arenabench.reporting import arm_color, metric_label
+
     fig, (ax,) = _figure(size=(7, 4.5))
     xs = sorted(tables)
     arms = sorted({a for t in tables.values() for a in t["arm"]}, key=str)
@@ -814,13 +920,14 @@ def sweep_figure(tables, xlabel: str, quantity: str = "final", title: str = "", 
         m = np.array([float(r[quantity]) for _, r in pts])
         lo = np.nan_to_num(m - np.array([float(r[f"{quantity}_lo"]) for _, r in pts]))
         hi = np.nan_to_num(np.array([float(r[f"{quantity}_hi"]) for _, r in pts]) - m)
-        ax.errorbar(px, m, yerr=[lo, hi], fmt="o-", capsize=3, label=str(arm))
+        ax.errorbar(px, m, yerr=[lo, hi], fmt="o-", capsize=3, label=str(arm), color=arm_color(arm))
     ax.set_xscale("log", base=2)
     ax.set_xticks([float(x) for x in xs], [str(x) for x in xs])
     ax.set_xlabel(xlabel)
     metric = next(iter(tables.values())).attrs.get("metric", "")
-    ax.set_ylabel(f"{quantity} {metric} (mean, 95% CI)")
-    ax.set_title(title or f"{metric} by {xlabel}", fontsize=10)
+    q = {"final": "final", "auc": "AUC of"}.get(quantity, quantity)
+    ax.set_ylabel(f"{q} {metric_label(metric)}\n(mean over seeds, 95% CI)", fontsize=9)
+    ax.set_title(_fit(fig, title or f"{metric} by {xlabel}", share=0.9), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

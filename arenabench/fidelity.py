@@ -211,7 +211,7 @@ def plot_frontier(rows: list[dict], path: str | None, title: str | None = None):
     from matplotlib.figure import Figure
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
-    from arenabench.reporting import label_points, save_figure
+    from arenabench.reporting import arm_color, label_points, save_figure
 
     df = pd.DataFrame(rows)
     df = df[df["judge_calls_per_group"] > 0]
@@ -225,7 +225,8 @@ def plot_frontier(rows: list[dict], path: str | None, title: str | None = None):
         x, y = sub["judge_calls_per_group"].to_numpy(float), sub["kendall_tau"].to_numpy(float)
         ci = sub["kendall_tau_ci95"].to_numpy(float) if "kendall_tau_ci95" in sub else np.zeros_like(y)
         ci = np.nan_to_num(ci)
-        ax.errorbar(x, y, yerr=ci, fmt="o", ms=4, capsize=2, lw=1)
+        ax.errorbar(x, y, yerr=ci, fmt="none", capsize=2, lw=1, ecolor="0.55")
+        ax.scatter(x, y, s=22, zorder=3, c=[arm_color(c) for c in sub["constructor"]])  # one colour per arm
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 3.0, 5.0)))  # labelled minor ticks that fit
@@ -238,7 +239,11 @@ def plot_frontier(rows: list[dict], path: str | None, title: str | None = None):
         ax.margins(x=0.25, y=0.08)
         placements.append((ax, sub["constructor"].tolist(), x, y, list(zip(y - ci, y + ci, strict=True))))
     axes[0].set_ylabel("Kendall τ vs the true order (mean, 95% CI)")
-    fig.suptitle(title or "Fidelity per judge call")
+    import textwrap
+
+    width = 62 * len(sizes)  # one panel holds ~62 characters of the title's font
+    text = title or "Fidelity per judge call"
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in text.split("\n")))
     fig.tight_layout()
     for ax, names, x, y, spans in placements:
         label_points(ax, names, x, y, fontsize=7, spans=spans)

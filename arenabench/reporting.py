@@ -246,3 +246,124 @@ def _box_distance(box, p) -> float:
     dx = max(box.x0 - p[0], 0.0, p[0] - box.x1)
     dy = max(box.y0 - p[1], 0.0, p[1] - box.y1)
     return float((dx * dx + dy * dy) ** 0.5)
+
+
+# --------------------------------------------------------------------------- figure conventions
+# One colour per arm in every figure (issue 40.5): a reader who learnt that seeded single-elim is
+# red in one figure finds it red in the next. Keys are conf/reward names (the arms of the sweeps)
+# and the fidelity study's constructor specs; anything else gets a colour from its name's hash.
+
+ARM_COLORS = {
+    # the scoring baselines and their controls: greys and brown
+    "pointwise": "#333333",
+    "pointwise_rank": "#999999",
+    "pointwise_budget": "#8c564b",
+    "rlvr": "#333333",  # reasoning_arena's baseline (plain verifier rewards)
+    # the judge-free ceilings: golds
+    "oracle": "#e6ab02",
+    "rank_oracle": "#a6761d",
+    # ArenaRL's topologies
+    "anchor": "#1f77b4",
+    "seeded_single_elim": "#d62728",
+    "round_robin": "#2ca02c",
+    "double_elim": "#9467bd",
+    "double_elim:seeding=anchor": "#c5b0d5",
+    "swiss": "#17becf",
+    "bt_bracket": "#aec7e8",
+    "adaptive_pairs": "#98df8a",
+    # RRC
+    "prc": "#ff7f0e",
+    "rrc_scr": "#e377c2",
+    "rrc_scr_cara": "#f7b6d2",
+    "rrc_scr:cara=true": "#f7b6d2",
+    "rrc_scr_vote3": "#b5398f",
+    "rrc_agr": "#7b4173",
+    "rrc_agr_vote3": "#ce6dbd",
+    # Reasoning Arena, Writing-Zero
+    "adaptive": "#637939",
+    "reasoning_arena_live": "#8ca252",
+    "reasoning_arena_full": "#b5cf6b",
+    "writing_zero": "#ad494a",
+}
+_FALLBACK = ("#393b79", "#5254a3", "#6b6ecf", "#843c39", "#d6616b", "#e7969c", "#31a354", "#756bb1")
+
+
+def arm_color(arm: str) -> str:
+    """The arm's colour in every figure (:data:`ARM_COLORS`; ``reward=x`` and ``x seed=..``
+    settings are read as ``x``, a spec ``x:key=value`` without its own entry as ``x``); an unknown
+    arm gets a fixed colour from its name."""
+    name = str(arm).removeprefix("reward=").split(" ")[0]
+    for key in (name, name.split(":")[0]):  # a spec's variant (name:key=value) shares its colour
+        if key in ARM_COLORS:
+            return ARM_COLORS[key]
+    import zlib
+
+    return _FALLBACK[zlib.crc32(name.encode()) % len(_FALLBACK)]
+
+
+# Axis labels in words, with the unit (the toy task's quality is in its own "task units": the true
+# quality the simulated judge and the evaluator see, docs/training.md).
+METRIC_LABELS = {
+    "eval_sampled_quality": "sampled quality (mean true quality of 16 samples, task units)",
+    "eval_quality": "greedy quality (true quality of the greedy answer, task units)",
+    "quality_mean": "training-batch quality (mean true quality, task units)",
+    "eval_pass_rate": "pass rate (share of sampled answers the verifier accepts)",
+    "eval_greedy_pass_rate": "greedy pass rate (share of greedy answers the verifier accepts)",
+    "snr": "SNR = σ_group / σ_noise (ratio)",
+    "sigma_group": "σ_group: SD of judge scores within a group (score units)",
+    "sigma_noise": "σ_noise: SD of a re-asked judge score (score units)",
+    "entropy": "policy entropy (nats per token)",
+    "adv_oracle_pearson": "advantage–oracle correlation (Pearson r)",
+    "distinct_share": "distinct answers per group (share of N)",
+    "zero_adv_share": "groups with all-zero advantage (share)",
+    "judge_tie_rate": "judge ties (share of comparisons)",
+    "kendall_tau": "Kendall τ vs the true order",
+}
+
+
+def metric_label(metric: str) -> str:
+    """An axis label in words with its unit for a logged metric (its code name if unknown)."""
+    return METRIC_LABELS.get(metric, metric.replace("_", " "))
+
+
+def metric_short(metric: str) -> str:
+    """The label's name part ('sampled quality')."""
+    return metric_label(metric).split(" (")[0]
+
+
+def metric_unit(metric: str) -> str:
+    """The label's unit ('task units'; '' if it states none)."""
+    label = metric_label(metric)
+    return label.rsplit("(", 1)[1].rstrip(")").split(", ")[-1] if label.endswith(")") else ""
+
+
+JUDGE_NAMES = {
+    "calibrated": "calibrated simulated judge",
+    "integer": "integer-grid simulated judge (0–10)",
+    "cot": "chain-of-thought simulated judge (cot)",
+    "gpt4_llmbar": "judge fitted to GPT-4 on LLMBar",
+    "chatgpt_llmbar": "judge fitted to ChatGPT on LLMBar",
+    "gpt4turbo_mtbench": "judge fitted to GPT-4-Turbo on MT-bench",
+}
+
+
+def judge_name(judge: str | None) -> str:
+    return JUDGE_NAMES.get(str(judge), f"judge {judge}")
+
+
+def figure_title(experiment: str, judge: str | None, what: str) -> str:
+    """Every figure's title: the experiment, the judge and what is drawn (issue 40.5). The figure
+    functions wrap it to their width."""
+    return f"{experiment} — {judge_name(judge)}: {what}"
+
+
+def t_half_width(std, n, level: float = 0.95):
+    """The t confidence half-width of a mean from its sample SD and count (elementwise; NaN where
+    n < 2): the bands of the per-step figures are these, not ± 1 SD."""
+    import numpy as np
+    from scipy import stats
+
+    std, n = np.asarray(std, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = stats.t.ppf(0.5 + level / 2, np.where(n >= 2, n - 1, np.nan))
+        return q * std / np.sqrt(n)

@@ -22,6 +22,16 @@ from arenabench.fidelity import BASELINE, columns, format_rows, plot_frontier, r
 VARIANTS = ["rrc_scr:cara=true", "double_elim:seeding=anchor"]
 
 
+def plot(rows: list[dict], out: Path, judge: str, groups: int) -> None:
+    from arenabench.reporting import judge_name
+
+    plot_frontier(
+        rows, str(out / "fidelity_frontier.png"),
+        title=f"Fidelity per judge call — {judge_name(judge)}, {groups} simulated groups per N\n"
+        "(Kendall τ vs the true order, mean over groups, 95% CI)",
+    )  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results")
@@ -29,9 +39,15 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=500)
     ap.add_argument("--sizes", default="4,8,16")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--replot", action="store_true", help="only redraw fidelity_frontier.png from <out>/fidelity.json"
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.replot:
+        plot(json.loads((out / "fidelity.json").read_text()), out, args.judge, args.groups)
+        return
     rows = []
     specs = rewards.names() + VARIANTS
     for n in (int(s) for s in args.sizes.split(",")):
@@ -51,9 +67,7 @@ def main() -> None:
         "Judge calls per group are in `judge_calls_per_group`.\n\n"
     )
     (out / "fidelity.md").write_text(head + format_rows(rows, "markdown") + "\n")
-    plot_frontier(
-        rows, str(out / "fidelity_frontier.png"), title=f"Fidelity per judge call ({args.judge} judge)"
-    )
+    plot(rows, out, args.judge, args.groups)
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep=""))
 
 

@@ -220,15 +220,105 @@ def group_size_section(uri, rows: list) -> list[str]:
     return lines + ["", "N = 8 comes from the same judge's table2 sweep (the same jobs).", ""]
 
 
+HEADLINE_ARMS = ("anchor", "seeded_single_elim", "round_robin", "double_elim", "swiss", "pointwise_rank")
+
+
+def headline_figure(rows: pd.DataFrame, path: Path):
+    """The headline per judge: Δ final sampled quality vs pointwise under the same judge (table2,
+    N = 8, 10 seeds paired), each arm's mean with its 95% CI, one panel per judge, shared x axis."""
+    from arenabench.compare import _bare_figure, save_figure
+    from arenabench.reporting import arm_color, judge_name
+
+    t2 = rows[(rows["design"] == "table2") & rows["arm"].isin(HEADLINE_ARMS)]
+    judges = [j for j in JUDGES if j in set(t2["judge"])]
+    fig = _bare_figure((3.6 * len(judges) + 1.4, 4.2))
+    axes = fig.subplots(1, len(judges), sharex=True, sharey=True, squeeze=False)[0]
+    arms = [a for a in HEADLINE_ARMS if a in set(t2["arm"])][::-1]
+    for ax, judge in zip(axes, judges, strict=True):
+        sub = t2[t2["judge"] == judge].set_index("arm")
+        for y, arm in enumerate(arms):
+            if arm not in sub.index:
+                continue
+            r = sub.loc[arm]
+            m, lo, hi = float(r["d_final"]), float(r["d_final_lo"]), float(r["d_final_hi"])
+            ax.errorbar(m, y, xerr=[[m - lo], [hi - m]], fmt="o", capsize=3, color=arm_color(arm))
+        ax.axvline(0.0, color="k", lw=0.8)
+        ax.set_yticks(range(len(arms)), arms, fontsize=8)
+        ax.set_title(judge_name(judge).replace(" on ", "\non "), fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+        ax.set_xlabel("Δ final sampled quality vs pointwise,\ntask units (mean, 95% CI)", fontsize=8)
+    fig.suptitle(
+        "table2 (N = 8, K = 8, 200 steps, init=sft, 10 seeds paired) — per judge: each constructor's "
+        "gain over pointwise GRPO under the same judge",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def gain_vs_n_figure(rows: pd.DataFrame, path: Path, arm: str = "seeded_single_elim"):
+    """The gain vs N per judge: Δ final sampled quality of ``arm`` vs pointwise (same judge, same N,
+    10 seeds paired) against group size N, one line per judge, 95% CIs."""
+    from arenabench.compare import _figure, save_figure
+    from arenabench.reporting import judge_name
+
+    g = rows[(rows["design"] == "group_size") & (rows["arm"] == arm)]
+    fig, (ax,) = _figure(size=(7.5, 4.6))
+    styles = dict(zip(JUDGES, ("o-", "s-", "^-", "D-"), strict=False))
+    colors = dict(zip(JUDGES, ("#333333", "#1f77b4", "#2ca02c", "#d62728"), strict=False))
+    judges = [j for j in JUDGES if j in set(g["judge"])]
+    for k, judge in enumerate(judges):
+        sub = g[g["judge"] == judge].sort_values("group_size")
+        n = sub["group_size"].to_numpy(dtype=float) * (1 + 0.03 * (k - (len(judges) - 1) / 2))
+        m = sub["d_final"].to_numpy(dtype=float)
+        lo, hi = m - sub["d_final_lo"].to_numpy(dtype=float), sub["d_final_hi"].to_numpy(dtype=float) - m
+        ax.errorbar(n, m, yerr=[lo, hi], fmt=styles.get(judge, "o-"), capsize=3, color=colors.get(judge),
+                    label=judge_name(judge))  # fmt: skip
+    ns = sorted(set(g["group_size"]))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([float(x) for x in ns], [str(x) for x in ns])
+    ax.axhline(0.0, color="k", lw=0.8)
+    ax.set_xlabel("group size N (samples per prompt)")
+    ax.set_ylabel(f"Δ final sampled quality, {arm} − pointwise\ntask units (mean, 95% CI over 10 seeds)",
+                  fontsize=9)  # fmt: skip
+    ax.set_title(f"group_size — gain of {arm} over pointwise GRPO vs N, per judge\n(N = 8: table2's runs)",
+                 fontsize=10)  # fmt: skip
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+FIGURES = (
+    "![per judge: each constructor's gain over pointwise](train_headline.png) "
+    "![per judge: seeded single-elimination's gain vs N](train_gain_vs_n.png)"
+)
+
+
+def figures(out: Path) -> None:
+    rows = pd.read_csv(out / "train.csv")
+    headline_figure(rows, out / "train_headline.png")
+    gain_vs_n_figure(rows, out / "train_gain_vs_n.png")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/judges")
     ap.add_argument(
         "--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or results/mlflow.db)"
     )
+    ap.add_argument(
+        "--figures-only", action="store_true",
+        help="only draw train_headline.png and train_gain_vs_n.png from <out>/train.csv (no store)",
+    )  # fmt: skip
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.figures_only:
+        figures(out)
+        return
     rows: list[dict] = []
     parts = [
         "# Reward constructors per judge (issue 25)",
@@ -262,9 +352,15 @@ def main() -> None:
         "## group_size",
         "",
         *group_size_section(args.uri, rows),
+        "",
+        "## Figures",
+        "",
+        FIGURES,
+        "",
     ]
     (out / "train.md").write_text("\n".join(parts))
     pd.DataFrame(rows).to_csv(out / "train.csv", index=False)
+    figures(out)
     print("\n".join(parts))
 
 

@@ -25,12 +25,14 @@ from arenabench.compare import (
     curves_figure,
     load_runs,
     metric_curves,
+    note_figure,
     paired_difference_figure,
     runs_table,
     select_runs,
     stats_frontier_figure,
     sweep_figure,
 )
+from arenabench.reporting import figure_title, metric_label
 from arenabench.tracking import open_client, tracking_uri
 
 BY = "reward"  # the conf/reward file: pointwise_budget's constructor is "pointwise"
@@ -467,12 +469,33 @@ def header(experiment: str, info: dict, out: str, extra_cmd: str = "") -> list[s
     ]
 
 
+def judge_of(experiment: str) -> str:
+    """The judge an experiment's runs were judged by: the fitted judge it was rerun under, else the
+    design's simulated preset (:data:`JUDGES`, default ``calibrated``)."""
+    design, fitted = split_judge(experiment)
+    return fitted or JUDGES.get(design, "calibrated")
+
+
+BAND = "band: 95% CI of the mean over seeds"
+CI = "mean, 95% CI over seeds"
+SNR_UNDEFINED = (
+    "SNR = σ_group / σ_noise is undefined under this judge at every step: it answers a re-asked "
+    "question with the same score (temperature 0, rejudge_share = 0), so σ_noise = 0. The steps are "
+    "counted in snr_nan_steps, not averaged; the collapse figure shows σ_group alone."
+)
+
+
 def figures(experiment: str, t: dict, steps: int, uri, out: Path, where=None, tag: str = "") -> list[str]:
     name = f"{experiment}{tag}"
-    paired_difference_figure(t["primary"], path=out / f"{name}_paired_diff.png")
+    judge = judge_of(experiment)
+    base = t["primary"].attrs.get("baseline", baseline(experiment))
+    paired_difference_figure(
+        t["primary"], path=out / f"{name}_paired_diff.png",
+        title=figure_title(name, judge, f"sampled quality, paired Δ vs {base} by seed (final and AUC)"),
+    )  # fmt: skip
     stats_frontier_figure(
-        t["primary"], steps=steps, title=f"{name}: final sampled quality vs judge calls per step",
-        path=out / f"{name}_frontier.png",
+        t["primary"], steps=steps, path=out / f"{name}_frontier.png",
+        title=figure_title(name, judge, f"final sampled quality vs judge calls per step\n({CI})"),
     )  # fmt: skip
     tokens = _has_tokens(t["primary"])
     if tokens:  # the judge's bill in tokens (prefill + decode, docs/tokens.md) beside its calls
@@ -480,38 +503,55 @@ def figures(experiment: str, t: dict, steps: int, uri, out: Path, where=None, ta
         counted = p[(p["judge_prompt_tokens_total"].fillna(0) > 0) | (p["judge_calls"] == 0)]
         stats_frontier_figure(
             counted, steps=steps, cost="judge_tokens", path=out / f"{name}_frontier_tokens.png",
-            title=f"{name}: final sampled quality vs judge tokens (prefill + decode) per step\n"
-            "(arms whose requests count no tokens, e.g. pointwise, left out)",
+            title=figure_title(name, judge, "final sampled quality vs judge tokens (prefill + decode) per "
+                               "step\n(arms whose requests count no tokens, e.g. pointwise, left out)"),
         )  # fmt: skip
     c = metric_curves(experiment, PRIMARY, uri=uri, by=BY, where=where)
     curves_figure(
-        c, PRIMARY, title=f"{name}: {PRIMARY}, mean ± std over seeds", path=out / f"{name}_curves.png"
-    )
-    return [
+        c, PRIMARY, path=out / f"{name}_curves.png",
+        title=figure_title(name, judge, f"sampled quality over training, mean over seeds\n({BAND})"),
+    )  # fmt: skip
+    links = [
         f"![paired differences]({name}_paired_diff.png) ![frontier]({name}_frontier.png) "
         + (f"![frontier in tokens]({name}_frontier_tokens.png) " if tokens else "")
-        + f"![curves]({name}_curves.png)",
-        "",
+        + f"![curves]({name}_curves.png)"
     ]
+    if "eval_pass_rate" in t:  # Reasoning Arena: the verifier's own objective over training
+        c = metric_curves(experiment, "eval_pass_rate", uri=uri, by=BY, where=where)
+        curves_figure(
+            c, "eval_pass_rate", path=out / f"{name}_pass_rate.png",
+            title=figure_title(name, judge, f"verifier pass rate over training, mean over seeds\n({BAND})"),
+        )  # fmt: skip
+        links.append(f"![pass rate]({name}_pass_rate.png)")
+    return [" ".join(links), ""]
+
+
+DYNAMICS = ("snr", "entropy", "adv_oracle_pearson", "distinct_share")
 
 
 def dynamics_figures(experiment: str, uri, out: Path) -> list[str]:
+    judge = judge_of(experiment)
     sg = metric_curves(experiment, "sigma_group", uri=uri, by=BY, smooth=10)
     sn = metric_curves(experiment, "sigma_noise", uri=uri, by=BY, smooth=10)
     collapse_figure(
         sg,
         sn,
-        title=f"{experiment}: σ_group vs σ_noise (10-step mean)",
+        title=figure_title(experiment, judge, "σ_group (solid) vs σ_noise (dashed), mean over seeds, "
+                           "10-step rolling mean"),
         path=out / f"{experiment}_collapse.png",
-    )
+    )  # fmt: skip
     names = []
     have = logged(experiment, uri)
-    for m in ("snr", "entropy", "adv_oracle_pearson", "distinct_share"):
+    for m in DYNAMICS:
+        path = out / f"{experiment}_{m}.png"
+        names.append(m)
         if m not in have:  # SNR under a judge with no re-scoring noise: undefined at every step
+            note_figure(figure_title(experiment, judge, metric_label(m)), SNR_UNDEFINED if m == "snr" else
+                        f"{m} was not logged by these runs.", path=path)  # fmt: skip
             continue
         c = metric_curves(experiment, m, uri=uri, by=BY, smooth=10)
-        curves_figure(c, m, title=f"{experiment}: {m} (10-step mean)", path=out / f"{experiment}_{m}.png")
-        names.append(m)
+        what = f"{metric_label(m)}, mean over seeds (10-step rolling mean)\n({BAND})"
+        curves_figure(c, m, title=figure_title(experiment, judge, what), path=path)
     q = []
     for m, c in (("sigma_group", sg), ("sigma_noise", sn)):
         for arm, d in c.sort_values("step").groupby("group"):
@@ -626,10 +666,12 @@ def report_group_size(experiment: str, info: dict, steps: int, uri, out: Path, p
         parts = parts[:5] + starts_line(runs) + parts[5:]
     parts += legend(steps)
     e = experiment
-    sweep_figure(tables, "group size N", path=out / f"{e}_final.png",
-                 title=f"{e}: final sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
-    sweep_figure(tables, "group size N", quantity="auc", path=out / f"{e}_auc.png",
-                 title=f"{e}: AUC of sampled quality by N (mean, 95% CI over seeds)")  # fmt: skip
+    judge = judge_of(e)
+    xlabel = "group size N (samples per prompt)"
+    sweep_figure(tables, xlabel, path=out / f"{e}_final.png",
+                 title=figure_title(e, judge, f"final sampled quality by N\n({CI})"))  # fmt: skip
+    sweep_figure(tables, xlabel, quantity="auc", path=out / f"{e}_auc.png",
+                 title=figure_title(e, judge, f"AUC of sampled quality by N\n({CI})"))  # fmt: skip
     parts += [f"![final by N]({e}_final.png) ![AUC by N]({e}_auc.png)", ""]
     if len(runs):
         parts += runs_listing(runs, steps)

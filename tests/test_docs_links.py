@@ -80,3 +80,26 @@ def test_every_relative_link_resolves(page):
         elif frag and dest.suffix == ".md" and frag not in anchors(dest):
             bad.append(f"{target}: no heading #{frag} in {dest.relative_to(ROOT)}")
     assert not bad, f"{page.relative_to(ROOT)}: " + "; ".join(bad)
+
+
+GLOSSARY_TERMS = ("SCR", "AGR", "CARA", "PRC", "σ_group", "σ_noise", "SNR", "oracle", "anchor", "Kendall τ")
+PAPERS = {
+    "ArenaRL": "2601.06487",
+    "RRC": "2608.06310",
+    "Reasoning Arena": "2606.09380",
+    "Writing-Zero": "2506.00103",
+}
+
+
+def test_glossary_defines_the_terms_and_the_readme_links_it():
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    for term in GLOSSARY_TERMS:
+        assert f"**{term}" in glossary, f"docs/glossary.md does not define {term}"
+    assert "(docs/glossary.md)" in (ROOT / "README.md").read_text()
+
+
+def test_the_four_papers_are_cited_with_their_arxiv_ids():
+    for page in ("README.md", "docs/glossary.md", "docs/constructors.md"):
+        text = (ROOT / page).read_text()
+        for name, arxiv in PAPERS.items():
+            assert name in text and arxiv in text, f"{page}: {name} (arXiv {arxiv}) not cited"

@@ -3,6 +3,7 @@ bands stay inside a metric's range, the collapse figure has one panel per arm, t
 shows CIs under one title, and a run's own curves are titled and lead with the primary metric."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -133,16 +134,120 @@ def curves(metric_mean: float, std: float, groups=("a", "b")) -> pd.DataFrame:
     )
 
 
-def test_bands_stay_inside_the_metric_range():
+T975_2 = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2): n = 3 seeds
+
+
+def test_bands_are_the_95pct_ci_of_the_mean_inside_the_metric_range():
+    """A band is the mean's 95% t interval over seeds (t(0.975, n − 1) · sd / √n), not ± 1 SD, cut
+    to the metric's range; the default title says so."""
     from arenabench.compare import curves_figure
 
-    fig = curves_figure(curves(0.9, 0.3), "adv_oracle_pearson")
-    for band in fig.axes[0].collections:
+    half = T975_2 * 0.03 / math.sqrt(3)
+    fig = curves_figure(curves(0.9, 0.03), "adv_oracle_pearson")
+    (ax,) = fig.axes
+    assert "95% CI of the mean" in ax.get_title()
+    for band in ax.collections:
         ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
-        assert ys.max() <= 1.0 and ys.min() == pytest.approx(0.6)
-    fig = curves_figure(curves(0.9, 0.3), "quality_mean")  # unbounded: the band is mean ± std
+        assert ys.max() == pytest.approx(min(0.9 + half, 1.0)) and ys.min() == pytest.approx(0.9 - half)
+    fig = curves_figure(curves(0.9, 0.3), "adv_oracle_pearson")  # wide: cut at r = 1
     ys = np.concatenate([p.vertices[:, 1] for p in fig.axes[0].collections[0].get_paths()])
-    assert ys.max() == pytest.approx(1.2)
+    assert ys.max() == 1.0
+    fig = curves_figure(curves(0.9, 0.3), "quality_mean")  # unbounded
+    ys = np.concatenate([p.vertices[:, 1] for p in fig.axes[0].collections[0].get_paths()])
+    assert ys.max() == pytest.approx(0.9 + T975_2 * 0.3 / math.sqrt(3))
+
+
+def test_axis_labels_are_words_with_units():
+    from arenabench.compare import curves_figure
+
+    (ax,) = curves_figure(curves(2.8, 0.01), "eval_sampled_quality").axes
+    assert ax.get_ylabel() == "sampled quality (mean true quality of 16 samples, task units)"
+    assert ax.get_xlabel() == "training step"
+    (ax,) = curves_figure(curves(1.5, 0.1), "snr").axes
+    assert "σ_group / σ_noise" in ax.get_ylabel() and "eval_" not in ax.get_ylabel()
+
+
+def test_many_arms_are_small_multiples_with_the_others_in_grey():
+    from arenabench.compare import curves_figure
+
+    arms = ["pointwise", "anchor", "seeded_single_elim", "round_robin", "swiss", "oracle"]
+    fig = curves_figure(curves(2.8, 0.01, arms), "eval_sampled_quality", title="t")
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == [f"{a} (n=3)" for a in sorted(arms)]
+    for ax in panels:
+        own = [ln for ln in ax.get_lines() if ln.get_color() != "0.75"]
+        assert len(own) == 1 and len(ax.get_lines()) == len(arms) and len(ax.collections) == 1
+    assert "grey: the other arms' means" in fig._suptitle.get_text()
+
+
+def test_one_colour_per_arm_in_every_figure():
+    """An arm has the colour ARM_COLORS gives it in the curves, the paired differences, the
+    frontier and the sweep figure."""
+    import matplotlib.colors as mc
+
+    from arenabench.compare import (
+        curves_figure,
+        paired_difference_figure,
+        stats_frontier_figure,
+        sweep_figure,
+    )
+    from arenabench.reporting import ARM_COLORS, arm_color
+
+    def same(a, b):
+        return np.allclose(mc.to_rgba(a), mc.to_rgba(b))
+
+    arms = ["anchor", "seeded_single_elim"]
+    (ax,) = curves_figure(curves(2.8, 0.01, arms), "eval_sampled_quality").axes
+    assert [ln.get_color() for ln in ax.get_lines()] == [ARM_COLORS[a] for a in arms]
+    table = stats_table()
+    table.attrs["baseline"] = "pointwise"
+    for c in ("final", "auc"):
+        table[f"d_{c}"], table[f"d_{c}_lo"], table[f"d_{c}_hi"] = 0.01, 0.0, 0.02
+    fig = paired_difference_figure(table)
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        colours = [c.lines[0].get_color() for c in ax.containers]
+        assert all(same(col, arm_color(a)) for a, col in zip(labels, colours, strict=True))
+    fig = stats_frontier_figure(stats_table(), steps=200)
+    colours = [c.lines[0].get_color() for c in fig.axes[0].containers]
+    assert all(same(col, arm_color(a)) for a, col in zip(TABLE2, colours, strict=True))
+    t = stats_table()
+    t["auc"], t["auc_lo"], t["auc_hi"] = t["final"], t["final_lo"], t["final_hi"]
+    fig = sweep_figure({2: t, 4: t}, "group size N")
+    for c in fig.axes[0].containers:
+        assert same(c.lines[0].get_color(), arm_color(c.get_label()))
+    assert arm_color("reward=anchor") == arm_color("anchor") == arm_color("anchor:votes=2")
+    assert arm_color("some_new_arm") == arm_color("some_new_arm")  # fixed, from the name
+
+
+def test_titles_name_the_experiment_and_the_judge():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from table2_report import EXPERIMENTS, judge_of
+
+    from arenabench.reporting import figure_title
+
+    titles = {figure_title(e, judge_of(e), "paired Δ vs pointwise") for e in EXPERIMENTS}
+    assert len(titles) == len(EXPERIMENTS)  # every *_paired_diff.png has its own title
+    assert figure_title("table2_gpt4turbo_mtbench", judge_of("table2_gpt4turbo_mtbench"), "x") == (
+        "table2_gpt4turbo_mtbench — judge fitted to GPT-4-Turbo on MT-bench: x"
+    )
+    assert judge_of("rrc") == "cot" and judge_of("table2") == "calibrated"
+
+
+def test_undefined_snr_is_a_panel_that_says_so(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from table2_report import SNR_UNDEFINED
+
+    from arenabench.compare import note_figure
+
+    fig = note_figure("table2_gpt4_llmbar — judge fitted to GPT-4 on LLMBar: SNR", SNR_UNDEFINED,
+                      path=tmp_path / "snr.png")  # fmt: skip
+    (ax,) = fig.axes
+    assert not ax.axison and "undefined" in ax.texts[0].get_text() and (tmp_path / "snr.png").stat().st_size
 
 
 def test_collapse_figure_is_small_multiples_for_ten_arms():
@@ -224,3 +329,32 @@ def test_a_batch_redraws_one_runs_curves_figure_with_the_same_pixels():
         assert np.array_equal(pixels(again), pixels(curves_figure(history(seed), title=f"t: seed={seed}")))
     other = curves_figure(history(4, snr=False), title="t: seed=4", reuse=fig)  # no snr line
     assert other is not fig and [len(ax.get_lines()) for ax in other.axes] == [2, 1, 0, 1]
+
+
+def test_per_judge_figures_from_the_committed_table(tmp_path):
+    """The headline per judge and the gain vs N per judge, drawn from results/judges/train.csv:
+    one panel per judge with every headline arm's CI; one line per judge over N = 2…16."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from judge_table import HEADLINE_ARMS, gain_vs_n_figure, headline_figure
+
+    rows = pd.read_csv(Path(__file__).resolve().parents[1] / "results/judges/train.csv")
+    fig = headline_figure(rows, tmp_path / "h.png")
+    assert len(fig.axes) == 4 and all(len(ax.containers) == len(HEADLINE_ARMS) for ax in fig.axes)
+    assert [ax.get_title().split("\n")[0] for ax in fig.axes][0] == "calibrated simulated judge"
+    fig = gain_vs_n_figure(rows, tmp_path / "g.png")
+    (ax,) = fig.axes
+    assert len(ax.containers) == 4 and all(len(c.lines[0].get_xdata()) == 4 for c in ax.containers)
+    assert (tmp_path / "h.png").stat().st_size and (tmp_path / "g.png").stat().st_size
+
+
+def test_bench_frontier_replots_with_cis_from_its_csv(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.fidelity_frontier import replot
+
+    root = Path(__file__).resolve().parents[1]
+    path = replot(root / "results/bench/fidelity_frontier.csv", tmp_path)
+    assert path == tmp_path / "fidelity_frontier.png" and path.stat().st_size > 0

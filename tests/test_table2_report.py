@@ -68,6 +68,9 @@ def store(tmp_path_factory):
     for reward in ("prc", "rrc_scr"):  # an experiment with its own baseline arm
         for seed in (0, 1):
             _log(uri, "rrc", reward, seed)
+    for reward in ("rlvr", "adaptive"):  # Reasoning Arena: the verifier's pass rate too
+        for seed in (0, 1):
+            _log(uri, "reasoning_arena", reward, seed)
     for reward in ("pointwise", "seeded_single_elim", "pointwise_budget"):  # a per-judge rerun
         for seed in (0, 1):
             _log(uri, "table2_gpt4_llmbar", reward, seed, extra=["judge=gpt4_llmbar"])
@@ -145,7 +148,7 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     out = tmp_path / "train"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "table2_report.py"), "--out", str(out), "--uri", store,
-         "--experiments", "table2", "group_size", "table2_hard", "rrc"],
+         "--experiments", "table2", "group_size", "table2_hard", "rrc", "reasoning_arena"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -168,6 +171,9 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     pngs = ("paired_diff", "frontier", "frontier_tokens", "curves", "collapse", "snr", "entropy")
     for png in (*pngs, "adv_oracle_pearson"):
         assert (out / f"table2_{png}.png").stat().st_size > 0, png
+    ra = (out / "reasoning_arena.md").read_text()  # the pass-rate curve (issue 40.5)
+    assert (out / "reasoning_arena_pass_rate.png").stat().st_size > 0
+    assert "reasoning_arena_pass_rate.png" in ra
     gs = (out / "group_size.md").read_text()
     assert "### N = 2" in gs and "### N = 4" in gs and (out / "group_size_final.png").exists()
     # N = 8 comes from the table2 sweep (the same jobs), restricted to the group_size arms
@@ -251,6 +257,8 @@ def test_per_judge_reports_and_the_judge_table(store, tmp_path):
     assert "judge.quality_map=start" in text and "experiment=table2" in text
     pw = next(r for r in text.splitlines() if r.startswith("| `pointwise`")).split("|")
     assert pw[15].strip() == f"(0/{STEPS * 2})"  # SNR: no finite step value, counted not hidden
+    # and its figure is a panel that says why, not a missing file (issue 40.5)
+    assert (out / "table2_gpt4_llmbar_snr.png").stat().st_size > 0 and "table2_gpt4_llmbar_snr.png" in text
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "judge_table.py"), "--out", str(tmp_path),
          "--uri", store],
@@ -267,4 +275,6 @@ def test_per_judge_reports_and_the_judge_table(store, tmp_path):
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "train.csv")
+    assert (tmp_path / "train_headline.png").stat().st_size > 0
+    assert (tmp_path / "train_gain_vs_n.png").stat().st_size > 0
     assert set(rows["judge"]) == {"calibrated", "gpt4_llmbar"} and (rows["n"] == 2).any()

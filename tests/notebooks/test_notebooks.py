@@ -81,19 +81,56 @@ def test_notebooks_are_committed_without_outputs(path):
 
 
 def test_notebooks_find_the_demo_store_from_the_repo_root_or_notebooks(monkeypatch, tmp_path):
-    """With no URI given, a notebook reads results/mlflow.db at the repository root whether its
-    kernel starts in the root or in notebooks/ (Jupyter's default); an explicit URI or
-    $MLFLOW_TRACKING_URI wins."""
+    """find_store's one rule, from a checkout's root or its notebooks/ (Jupyter's default cwd):
+    an explicit URI or $MLFLOW_TRACKING_URI, else results/mlflow.db if it exists, else make demo's
+    results/demo/mlflow.db if it exists, else results/mlflow.db."""
     from arenabench.compare import find_store
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    want = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
-    for where in (ROOT, ROOT / "notebooks"):
+    root = tmp_path / "checkout"
+    (root / "conf").mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    (root / "conf" / "train.yaml").write_text("")
+    (root / "pyproject.toml").write_text("")
+    main, demo = root / "results" / "mlflow.db", root / "results" / "demo" / "mlflow.db"
+    for where in (root, root / "notebooks"):
         monkeypatch.chdir(where)
-        assert find_store() == want
+        assert find_store() == f"sqlite:///{main}"  # neither exists: the default
+    demo.parent.mkdir(parents=True)
+    demo.write_bytes(b"")
+    for where in (root, root / "notebooks"):
+        monkeypatch.chdir(where)
+        assert find_store() == f"sqlite:///{demo}"  # after make demo alone
+    main.write_bytes(b"")
+    for where in (root, root / "notebooks"):
+        monkeypatch.chdir(where)
+        assert find_store() == f"sqlite:///{main}"  # a store of one's own runs wins
     monkeypatch.chdir(tmp_path)  # outside any checkout: the store beside the installed package
     assert find_store().endswith("/results/mlflow.db")
     other = f"sqlite:///{tmp_path}/x.db"
     assert find_store(other) == other
     monkeypatch.setenv("MLFLOW_TRACKING_URI", other)
     assert find_store() == other
+
+
+@pytest.mark.slow  # ~7 s: a new sqlite MLflow store's migrations
+def test_compare_reads_the_demo_store_after_make_demo(monkeypatch, tmp_path, capsys):
+    """`arenabench compare` with no --uri, run in a checkout that holds only make demo's store,
+    reads that store (issue 40.1)."""
+    from arenabench import cli
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    root = tmp_path / "checkout"
+    (root / "conf").mkdir(parents=True)
+    (root / "conf" / "train.yaml").write_text("")
+    (root / "pyproject.toml").write_text("")
+    demo = root / "results" / "demo" / "mlflow.db"
+    demo.parent.mkdir(parents=True)
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{demo}")
+    mlflow.set_experiment("demo_x")
+    mlflow.set_tracking_uri("")
+    monkeypatch.chdir(root)
+    assert cli.main(["compare", "--experiment", "nope"]) == 2
+    assert "experiments in the store: Default, demo_x" in capsys.readouterr().err
