@@ -210,9 +210,10 @@ class ChainTask(PreferenceTask):
 
     def quality(self, prompt_ids, responses):
         prompt_ids = np.asarray(prompt_ids)
-        per_step = self.valid[prompt_ids[:, None], responses] + self.pref_weight * self.values[
-            prompt_ids[:, None], responses
-        ]
+        per_step = (
+            self.valid[prompt_ids[:, None], responses]
+            + self.pref_weight * self.values[prompt_ids[:, None], responses]
+        )
         return self.base + self.scale * per_step.mean(axis=1)
 
     def text(self, prompt_id, response):
