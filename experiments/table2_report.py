@@ -46,7 +46,7 @@ EXPERIMENTS = (
     "hacking_gpt4_llmbar_persistent", "hacking_chatgpt_llmbar_persistent",
 )  # fmt: skip
 # the arm every other arm is paired against: the scoring rule each paper replaces
-BASELINES = {"rrc": "prc", "reasoning_arena": "rlvr"}
+BASELINES = {"rrc": "prc", "reasoning_arena": "rlvr", "reasoning_arena_chain": "rlvr"}
 JUDGES = {"rrc": "cot"}  # the simulated-judge preset of each experiment (default: calibrated)
 JUDGE_NOTES = {
     "cot": (
@@ -65,6 +65,20 @@ TITLES = {
     "group_size": "group_size: N in {2, 4, 8, 16} (ArenaRL Fig. 4a), init=sft, K = 8",
     "rrc": "rrc: PRC vs SCR vs AGR, ± voting@3, ± CARA on the chain-of-thought judge (init=sft, N = K = 8)",
     "reasoning_arena": "reasoning_arena: RLVR with adaptive routing on vs off, CISPO (init=sft, N = K = 8)",
+    "reasoning_arena_chain": "reasoning_arena_chain: Reasoning Arena where reasoning causes the answer — "
+    "adaptive routing options vs rlvr, CISPO (task=chain, init=sft_chain, N = K = 8)",
+}
+# the objectives table's first paragraph, per design (default: the rlvr task's)
+OBJECTIVES_NOTES = {
+    "reasoning_arena_chain": (
+        "The chain task (docs/training.md) has two objectives: the reasoning (judged; the quality above: "
+        "0.5 + 1.5 × mean over the 6 steps of valid + 0.25 × preference value) and the verifiable answer "
+        "(exact match of the state the chain reaches), which only an all-valid chain (or a ≈ 1/64 lucky "
+        "cancellation) gets right. *Pass rate* = share of the 16 × 32 sampled eval responses (T = 1, the "
+        "same draws as the sampled quality) that the verifier accepts; *greedy pass rate* = share of the "
+        "32 greedy answers; *answer elsewhere* is 0 by construction on this task (the answer is computed, "
+        "never emitted as a step)."
+    ),
 }
 
 
@@ -313,16 +327,19 @@ def main_table(
     return lines + [""]
 
 
-def objectives_table(t: dict[str, pd.DataFrame], base: str) -> list[str]:
+def objectives_table(t: dict[str, pd.DataFrame], base: str, design: str = "reasoning_arena") -> list[str]:
     """Reasoning Arena's second objective: the verifier's pass rate per arm, paired by seed."""
     rows = [
         "## Both objectives: verifier pass rate beside judged quality",
         "",
-        "The rlvr task has two objectives: the preference part (judged; the quality above) and the "
-        "verifiable answer (exact match of the last token). *Pass rate* = share of the 16 × 32 sampled "
-        "eval responses (T = 1, the same draws as the sampled quality) that the verifier accepts; "
-        "*greedy pass rate* = share of the 32 greedy answers; *answer elsewhere* = share of the sampled "
-        "responses' non-final positions holding the answer token (0.0625 for a uniform token).",
+        OBJECTIVES_NOTES.get(
+            design,
+            "The rlvr task has two objectives: the preference part (judged; the quality above) and the "
+            "verifiable answer (exact match of the last token). *Pass rate* = share of the 16 × 32 sampled "
+            "eval responses (T = 1, the same draws as the sampled quality) that the verifier accepts; "
+            "*greedy pass rate* = share of the 32 greedy answers; *answer elsewhere* = share of the sampled "
+            "responses' non-final positions holding the answer token (0.0625 for a uniform token).",
+        ),
         "",
         f"| arm | n | final pass rate [95% CI] | Δ vs {base} [95% CI] | p | AUC pass rate [95% CI] "
         f"| Δ AUC vs {base} [95% CI] | p | final greedy pass rate [95% CI] | Δ vs {base} [95% CI] | p "
@@ -568,6 +585,48 @@ def dynamics_figures(experiment: str, uri, out: Path) -> list[str]:
     return lines
 
 
+ROUTING_METRICS = ("routed_share", "all_wrong_share", "all_correct_share")
+
+
+def routing_section(experiment: str, uri, out: Path) -> list[str]:
+    """Per arm, the share of verifier groups routed to the tournament and of all-wrong / all-correct
+    groups (each step's K groups; mean over steps and seeds, first and last quarter of the steps),
+    and the curves of the routed share and of the sampled pass rate over steps."""
+    rows = []
+    for m in ROUTING_METRICS:
+        c = metric_curves(experiment, m, uri=uri, by=BY)
+        for arm, d in c.sort_values("step").groupby("group"):
+            k = max(len(d) // 4, 1)
+            rows.append((m, arm, d["mean"].mean(), d["mean"].iloc[:k].mean(), d["mean"].iloc[-k:].mean()))
+    routed = metric_curves(experiment, "routed_share", uri=uri, by=BY, smooth=10)
+    curves_figure(
+        routed, "routed_share", title=f"{experiment}: routed share (10-step mean)",
+        path=out / f"{experiment}_routed_share.png",
+    )  # fmt: skip
+    passed = metric_curves(experiment, "eval_pass_rate", uri=uri, by=BY)
+    curves_figure(
+        passed, "eval_pass_rate", title=f"{experiment}: sampled pass rate, mean ± std over seeds",
+        path=out / f"{experiment}_pass_rate.png",
+    )  # fmt: skip
+    lines = [
+        "## Routing: the share of groups sent to the tournament",
+        "",
+        "Per step, of the K = 8 verifier groups: *routed* = sent to the tournament; *all wrong* / *all "
+        "right* = every verifier reward 0 / 1 (what routing can act on; the `rlvr` arm routes nothing). "
+        "Mean over steps and seeds; first and last quarter of the steps.",
+        "",
+        "| metric | arm | all steps | first quarter | last quarter |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {m} | `{a}` | {al:.3f} | {f:.3f} | {la:.3f} |" for m, a, al, f, la in rows]
+    lines += [
+        "",
+        f"![routed share]({experiment}_routed_share.png) ![pass rate]({experiment}_pass_rate.png)",
+        "",
+    ]
+    return lines
+
+
 def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
     info = run_info(experiment, uri)
     steps = info["steps"][0] if len(info["steps"]) == 1 else max(info["steps"])
@@ -594,7 +653,9 @@ def report_experiment(experiment: str, uri, out: Path, out_arg: str) -> str:
         *legend(steps, base),
     ]
     if "eval_pass_rate" in t:
-        parts += objectives_table(t, base)
+        parts += objectives_table(t, base, split_judge(experiment)[0])
+    if "routed_share" in logged(experiment, uri):  # adaptive arms' routing (issue 42)
+        parts += routing_section(experiment, uri, out)
     if split_judge(experiment)[0] == "table2_imperfect":
         parts += teacher_spread(runs, base)
     parts += figures(experiment, t, steps, uri, out)

@@ -53,7 +53,7 @@ def test_spec_values_are_typed_strictly_and_case_insensitively():
         (["judge.kind=vlm"], "unknown judge kind 'vlm'; registered: simulated, ordinal, vllm, openai"),
         (["+judge.pair_noise=loud"], "pair_noise must be a number; got 'loud'"),
         (["reward.name=round_robn"], "Did you mean 'round_robin'?"),
-        (["task.name=copy"], "hackable, preference, rlvr"),  # "unknown task 'copy'; registered: ..."
+        (["task.name=copy"], "unknown task 'copy'; registered: chain, hackable, preference, rlvr"),
         (["trainer.algo=ppo"], "unknown trainer.algo 'ppo'; choices: cispo, grpo"),
         (["init.kind=warm"], "init kind must be one of random, sft; got 'warm'"),
         (["engine.schedule=eager"], "engine.schedule must be one of auto, lockstep, pipelined"),

@@ -12,6 +12,13 @@ from arenabench.rewards.base import REGISTRY, Constructor, Outcome, register, tr
 from arenabench.types import Group
 
 _ROUTED = "adaptive_routed"
+# which all-equal verifier groups go to the tournament (``route_when``)
+ROUTE_WHEN = ("all_equal", "all_correct", "all_wrong")
+# how a routed group's tournament rewards become advantages (``tournament_scale``)
+TOURNAMENT_SCALES = ("group", "reward")
+# ``tournament_scale: reward``: the std of the most informative 0/1 verifier group (half right), the
+# unit one reward step is divided by in a routed group
+VERIFIER_UNIT = 0.5
 
 
 @register("adaptive")
@@ -28,12 +35,29 @@ class Adaptive(Constructor):
     No information, no advantage: a ranking decision that the judge's evidence does not support
     carries no advantage. Equal verifier rewards carry none and are routed to the
     tournament, whose own tie/failure rule then applies (all ties or all failures: advantage 0).
+
+    ``route_when`` picks which all-equal groups are routed (issue 42; the others keep their zero
+    verifier advantage): ``all_equal`` (the paper: all correct and all wrong alike),
+    ``all_correct`` (every verifier reward 1: rigour among right answers only) or ``all_wrong``
+    (every reward 0: partial reasoning among wrong answers only). A group whose equal rewards are
+    neither 0 nor 1 (a graded verifier) is routed only under ``all_equal``.
+
+    ``tournament_scale`` says how a routed group's tournament rewards (min-max [0, 1] for the
+    Reasoning Arena tournaments) become advantages next to the verifier groups' of the same
+    batch: ``group`` (the paper's rule, GRPO): standardized within the group like a verifier
+    group, so every routed group carries unit-std advantages whatever the size of its judged
+    differences; ``reward``: on the verifier's reward scale, ``(r − mean) / 0.5`` — a tournament
+    reward step of 1 counts as a right-vs-wrong step of 1 in a half-right verifier group (whose
+    GRPO advantages are exactly ±1), and a routed group is never renormalized to unit std.
+    Verifier groups keep GRPO's advantages under both.
     """
 
     verifier: str = "exact_match"
     tournament: str = "reasoning_arena_live"
     tournament_params: dict[str, Any] = field(default_factory=dict)
     route: bool = True  # False: verifier rewards for every group (plain RLVR, the baseline)
+    route_when: str = "all_equal"  # which all-equal groups are routed: ROUTE_WHEN
+    tournament_scale: str = "group"  # routed groups' advantages: TOURNAMENT_SCALES
     _verify: Any = field(init=False, repr=False, compare=False)
     _inner: Constructor = field(init=False, repr=False, compare=False)
 
@@ -41,6 +65,17 @@ class Adaptive(Constructor):
         super().__post_init__()
         if self.tournament == self.name:
             raise ValueError("adaptive cannot route to itself; pick a tournament constructor")
+        if self.route_when not in ROUTE_WHEN:
+            raise ValueError(
+                f"adaptive: route_when must be one of {', '.join(ROUTE_WHEN)}; got {self.route_when!r}"
+            )
+        if self.tournament_scale not in TOURNAMENT_SCALES:
+            raise ValueError(
+                f"adaptive: tournament_scale must be one of {', '.join(TOURNAMENT_SCALES)}; "
+                f"got {self.tournament_scale!r}"
+            )
+        if not isinstance(self.route, bool):
+            raise ValueError(f"adaptive: route must be true or false; got {self.route!r}")
         if "order" in self.tournament_params:
             raise ValueError(
                 "adaptive: set order on adaptive itself (it orders the tournament's matches), "
@@ -49,9 +84,17 @@ class Adaptive(Constructor):
         self._verify = verifiers.get(self.verifier)
         self._inner = REGISTRY.get(self.tournament, **dict(self.tournament_params))
 
+    def routes(self, r: np.ndarray) -> bool:
+        """Whether a group with verifier rewards ``r`` goes to the tournament."""
+        if not (self.route and len(r) > 1 and bool(np.all(r == r[0]))):
+            return False
+        if self.route_when == "all_equal":
+            return True
+        return bool(r[0] == (1.0 if self.route_when == "all_correct" else 0.0))
+
     def prepare(self, group: Group, step: int) -> Group:
         r = self._verify(group)
-        routed = self.route and len(group) > 1 and bool(np.all(r == r[0]))
+        routed = self.routes(r)
         inner = self._inner.prepare(group, step) if routed else group
         return replace(inner, meta={**inner.meta, _ROUTED: routed, "verifier_reward": r})
 
@@ -66,14 +109,19 @@ class Adaptive(Constructor):
             self._inner.validate_group(group)
 
     def play(self, group, rng):
-        if why := self.trivial(group):
-            return trivial_outcome(group, why)
         r = group.meta["verifier_reward"]
         routed = group.meta[_ROUTED]
+        equal = len(group) < 2 or bool(np.all(r == r[0]))
         summary = {
             "routed": float(routed),
-            "zero_adv_before": float(len(group) < 2 or bool(np.all(r == r[0]))),
+            "zero_adv_before": float(equal),
+            "all_correct": float(equal and bool(r[0] == 1.0)),
+            "all_wrong": float(equal and bool(r[0] == 0.0)),
         }
+        if why := self.trivial(group):
+            out = trivial_outcome(group, why)
+            out.extra = {"summary": summary}
+            return out
         if not routed:
             return Outcome(reward=r, extra={"verifier_reward": r, "summary": summary})
         out = yield from self._inner.play(group, rng)
@@ -83,6 +131,32 @@ class Adaptive(Constructor):
             "summary": {**out.extra.get("summary", {}), **summary},
         }
         return out
+
+    def finalize(self, group, outcome, accounting=None):
+        res = super().finalize(group, outcome, accounting)
+        if self.tournament_scale == "group" or not group.meta.get(_ROUTED):
+            return res
+        # ``reward``: the tournament's rewards on the verifier's scale (NaN = unranked: 0, as GRPO)
+        r = np.asarray(outcome.reward if outcome.reward is not None else res.reward, dtype=float)
+        ok = np.isfinite(r)
+        adv = np.zeros(len(r))
+        if ok.sum() >= 2 and r[ok].min() < r[ok].max():
+            adv[ok] = (r[ok] - r[ok].mean()) / VERIFIER_UNIT
+        return replace(res, advantage=adv)
+
+
+def routing_metrics(results) -> dict[str, float]:
+    """What the trainer logs per step for an ``adaptive`` arm (nothing for other constructors):
+    ``routed_share`` and the shares of all-correct / all-wrong verifier groups."""
+    summ = [r.extra.get("summary", {}) for r in results]
+    if not any("all_correct" in s for s in summ):
+        return {}
+    n = len(summ)
+    return {
+        "routed_share": sum(s.get("routed", 0.0) for s in summ) / n,
+        "all_correct_share": sum(s.get("all_correct", 0.0) for s in summ) / n,
+        "all_wrong_share": sum(s.get("all_wrong", 0.0) for s in summ) / n,
+    }
 
 
 def routing_report(results) -> dict[str, float]:

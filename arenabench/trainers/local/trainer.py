@@ -24,6 +24,7 @@ from arenabench.advantages import mask_unreliable
 from arenabench.diagnostics import HEALTH_COUNTS, HEALTH_METRICS, health_metrics, pointwise_snr
 from arenabench.engine import build_engine
 from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
+from arenabench.rewards.adaptive import routing_metrics
 from arenabench.trainers.local import stacked
 from arenabench.trainers.local.config import RunConfig
 from arenabench.trainers.local.judge_map import map_judge_to_start
@@ -358,6 +359,7 @@ def train_seeds(
                 "wall_time": wall,
                 **step_extras(groups, [res.advantage for res in out.results], entropy[s]),
                 **health_metrics(out.stats),
+                **routing_metrics(out.results),  # adaptive arms only (issue 42)
             }
             if has_surface(task):
                 r.metrics.update(surface_step(groups, r.surface_weight))
