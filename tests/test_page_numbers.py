@@ -322,7 +322,23 @@ QUOTES = [
     ),
     Quote(
         "README.md",
-        "Reasoning Arena's adaptive routing wins judged quality ({} over plain verifier rewards) but "
+        "routing all-equal verifier groups to a tournament *raises* the verifier's pass rate, {} vs {} "
+        "for plain verifier rewards (Δ {} [{}, {}]), as the paper claims; the gain comes from the "
+        "all-wrong groups (routing only them: {} [{}, {}] at a quarter of the judge calls; only the "
+        "all-correct ones: {} [{}, {}]).",
+        [
+            st("reasoning_arena_chain", "adaptive", "final", "eval_pass_rate"),
+            st("reasoning_arena_chain", "rlvr", "final", "eval_pass_rate"),
+        ]
+        + [
+            st("reasoning_arena_chain", arm, c, "eval_pass_rate")
+            for arm in ("adaptive", "adaptive_all_wrong", "adaptive_all_correct")
+            for c in ("d_final", "d_final_lo", "d_final_hi")
+        ],
+    ),
+    Quote(
+        "README.md",
+        "the same routing wins judged quality ({} over plain verifier rewards) but "
         "*loses* the verifier's own pass rate ({} vs {})",
         [
             st("reasoning_arena", "adaptive", "d_final"),
