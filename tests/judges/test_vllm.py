@@ -197,8 +197,8 @@ def test_token_counts_match_the_engine_counters_exactly(tiny_model_dir, vllm_llm
     """The simulated judge's prefill (tiny BPE + the tiny chat template) is vLLM's own
     ``prompt_token_ids`` count on the same requests; cached and decode tokens are the engine's
     ``num_cached_tokens`` and output token ids, summed (docs/tokens.md)."""
+    from arenabench.judges.tokenizer import render_chat
     from arenabench.judges.tokens import PromptTokens
-    from arenabench.tiny_model import render_chat
 
     reqs = _requests(8, seed=5)
     judge = VLLMJudge(str(tiny_model_dir), structured="regex", temperature=0.0, top_logprobs=0, llm=vllm_llm)
