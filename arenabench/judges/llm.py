@@ -35,7 +35,7 @@ class LLMJudge(JudgeAccounting):
     def rejudge_share(self) -> float | None:
         """0 at temperature 0 (greedy decoding answers a re-asked request the same way); at a
         higher temperature not known without measuring it (``arenabench calibrate`` fits it from
-        re-scores), so None (``judges.base.rejudge_share``)."""
+        re-scores), so None (``types.JudgeTraits``)."""
         return 0.0 if self.temperature == 0 else None
 
     def _messages(self, req: PairRequest) -> list[dict[str, str]] | JudgeFailure:
