@@ -65,7 +65,6 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 
 # arrows the house still has (each goes with the commit that removes it); must stay empty
 KNOWN: set[str] = {
-    "arenabench.rewards.rrc -> arenabench.sim (constructors -> simulation)",
     "arenabench.trainers.trl.example -> arenabench.trainers.verl.scoring (TRL adapter -> verl adapter)",
     "arenabench.trainers.trl.example -> arenabench.trainers.verl.tiny_model (TRL adapter -> verl adapter)",
     "arenabench.trainers.trl.reward -> arenabench.trainers.verl.scoring (TRL adapter -> verl adapter)",
