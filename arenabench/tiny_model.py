@@ -87,4 +87,40 @@ def build_tiny_model(
     return path
 
 
-__all__ = ["build_tiny_model"]
+# --- the colour-word copy task: the verl and TRL examples' tiny model and data -------------------
+
+WORDS = (
+    "red",
+    "green",
+    "blue",
+    "yellow",
+    "black",
+    "white",
+    "orange",
+    "purple",
+    "pink",
+    "brown",
+    "grey",
+    "gold",
+)
+# the chat role markers are special tokens (one id each, dropped by decode)
+COPY_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>")
+COPY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def copy_corpus(n: int = 200, seed: int = 0) -> list[str]:
+    """The BPE corpus of the copy task's tiny model: ``n`` lines ``copy: <words>`` + the words."""
+    import random
+
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
+        lines.append(f"copy: {words}\n{words} Answer: {words}")
+    return lines
+
+
+__all__ = ["COPY_CHAT_TEMPLATE", "COPY_SPECIAL_TOKENS", "WORDS", "build_tiny_model", "copy_corpus"]

@@ -64,11 +64,7 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 )
 
 # arrows the house still has (each goes with the commit that removes it); must stay empty
-KNOWN: set[str] = {
-    "arenabench.trainers.trl.example -> arenabench.trainers.verl.scoring (TRL adapter -> verl adapter)",
-    "arenabench.trainers.trl.example -> arenabench.trainers.verl.tiny_model (TRL adapter -> verl adapter)",
-    "arenabench.trainers.trl.reward -> arenabench.trainers.verl.scoring (TRL adapter -> verl adapter)",
-}
+KNOWN: set[str] = set()
 
 
 def layer_of(module: str) -> tuple[int, str]:
