@@ -180,6 +180,39 @@ def cycles(graph: dict[str, set[str]]) -> set[str]:
     return found
 
 
+# heavy third-party packages and the modules allowed to import them (their adapters; the app
+# layer for a launcher's own dependency)
+HEAVY: dict[str, tuple[str, ...]] = {
+    "vllm": ("arenabench.judges.vllm_offline", "arenabench.trainers.verl"),
+    "verl": ("arenabench.trainers.verl",),
+    "ray": ("arenabench.trainers.verl",),
+    "trl": ("arenabench.trainers.trl",),
+    "submitit": ("arenabench.sweep", "arenabench.train"),
+}
+
+
+def heavy_imports() -> set[str]:
+    found = set()
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.partition(".")[0]
+                allowed = HEAVY.get(top)
+                if allowed and not any(module == a or module.startswith(a + ".") for a in allowed):
+                    found.add(f"{module} imports {top}")
+    return found
+
+
+def test_heavy_dependencies_only_inside_their_adapters():
+    assert heavy_imports() == set()
+
+
 def test_every_module_has_a_layer():
     for module in modules():
         layer_of(module)
