@@ -1,7 +1,8 @@
 """arenabench: build LLM-RL rewards from a judge, and compare how they are built.
 
 Layers: judges → engine → rewards (constructors) → advantages → trainers; tracking and the
-CLI sit at the edge. Heavy dependencies (verl, vllm) are imported only inside their adapters.
+CLI sit at the edge (ARCHITECTURE.md's layer table, held by tests/test_layers.py). Heavy
+dependencies (verl, vllm, trl) are imported only inside their adapters.
 
 The names below are imported on first use (PEP 562), so that ``arenabench --help`` and
 ``arenabench list`` do not pay for numpy, the engine and every constructor up front.

@@ -75,6 +75,7 @@ from arenabench.types import (
     ConstructorResult,
     Group,
     JudgeFailure,
+    JudgeTraits,
     Match,
     MatchResult,
     PairJudgment,
@@ -184,7 +185,8 @@ class Engine:
     def run(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
         if self.resolved_schedule == "pipelined":
             return run_coroutine(self.arun(constructor, groups, step=step), name="arenabench-engine")
-        constructor.bind_judge(self.judge)  # a rule may follow the judge's statistics (anchor_seed=auto)
+        # a rule may follow the judge's traits (anchor_seed=auto): plain values, read once a step
+        constructor.bind_judge(JudgeTraits.of(self.judge))
         run = StepRun(self, constructor, groups, step)
         while run.playing:
             run.send_wave()
@@ -192,7 +194,7 @@ class Engine:
 
     async def arun(self, constructor: Constructor, groups: Sequence[Group], *, step: int = 0) -> StepResult:
         """One step on the pipelined schedule, in the running event loop (whatever ``schedule``)."""
-        constructor.bind_judge(self.judge)
+        constructor.bind_judge(JudgeTraits.of(self.judge))
         return await PipelinedStepRun(self, constructor, groups, step).play()
 
 

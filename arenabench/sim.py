@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from arenabench import numerics as nx
-from arenabench.types import Group, Trajectory, content_hash
+from arenabench.types import Group, Trajectory
 
 # The fidelity study's default group distribution (logit scale): pointwise scores ≈ 0.85,
 # the "0.8–0.9 band" of ArenaRL's discriminative-collapse example. The judge preset
@@ -38,7 +36,8 @@ def simulate_groups(
     quality μ_g + N(0, spread). Index 0 is the greedy anchor when ``anchor``: it sits nearer
     the mode, μ_g + N(0, spread/2). Lengths are log-normal and independent of quality.
     Each text ends in ``Answer: <a>``, right (``Group.meta["answer"]``) iff quality > τ_g;
-    ``Group.meta["prompt_quality"]`` = μ_g feeds :class:`SimulatedReference`.
+    ``Group.meta["prompt_quality"]`` = μ_g feeds AGR's default reference policy
+    (``rewards.reference.SimulatedReference``).
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1 (N >= 1); got {group_size}")
@@ -100,32 +99,3 @@ def equal_quality_groups(k: int, n: int, seed: int = 11) -> list[Group]:
 
 def qualities(group: Group) -> np.ndarray:
     return np.array([t.meta["quality"] for t in group.trajectories], dtype=float)
-
-
-@dataclass
-class SimulatedReference:
-    """A fixed reference policy for simulated prompts: rollouts of quality μ_g + N(0, spread),
-    i.e. the step-0 policy of :func:`simulate_groups`. Deterministic in (seed, prompt,
-    generation), so a stored pool can be regenerated and checked."""
-
-    spread: float = GROUP_SPREAD
-    seed: int = 0
-
-    def generate(self, group: Group, n: int, generation: int = 0) -> list[Trajectory]:
-        mu = group.meta.get("prompt_quality")
-        if mu is None:
-            raise ValueError(
-                "the simulated reference policy needs Group.meta['prompt_quality'] (set by "
-                "sim.simulate_groups); for other groups give the constructor a stored anchor pool"
-            )
-        rng = np.random.default_rng([self.seed, content_hash(group.prompt), generation])
-        q = mu + self.spread * rng.standard_normal(n)
-        return [
-            Trajectory(
-                id=f"ref{generation}-{k}",
-                text=f"[reference gen {generation} rollout {k} for {group.prompt}]",
-                length=512,
-                meta={"quality": float(q[k]), "reference": True},
-            )
-            for k in range(n)
-        ]

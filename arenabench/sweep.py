@@ -38,8 +38,6 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-# the last job this process ran (arenabench.train.run_job fills it): final metrics + steps, skipped
-LAST_JOB: dict[str, Any] = {}
 # what the per-job line shows, when the job reported it
 SUMMARY = (("eval_sampled_quality", "{:.3f}"), ("eval_quality", "{:.3f}"), ("snr", "{:.2f}"))
 
@@ -185,6 +183,8 @@ def execute_job(idx, overrides, hydra_context, config, task_function, singleton_
     """One job in a worker: the same steps as joblib's launcher, its output sent to files."""
     from hydra.core.singleton import Singleton
     from hydra.core.utils import setup_globals
+
+    from arenabench.train import LAST_JOB
 
     started, t0, c0 = time.time(), time.perf_counter(), time.process_time()
     setup_globals()

@@ -2,15 +2,13 @@
 
 No weights can be downloaded here, and a test only needs the *code path* to be real (tokenizer,
 chat template, engine, sampling, structured decoding, logprobs), not sensible verdicts. So we
-train a byte-level BPE on a few strings (the judge prompts themselves, so prompts stay short in
-tokens), build a 2-layer ``LlamaConfig`` with random weights and ``save_pretrained`` both. The
-verl tests and GPU smoke test build theirs here too, on their own corpus
-(:mod:`arenabench.trainers.verl.tiny_model`).
+take the byte-level BPE the simulated judge counts tokens with
+(:func:`arenabench.judges.tokenizer.build_tiny_tokenizer`, trained on the judge prompts), build a
+2-layer ``LlamaConfig`` with random weights and ``save_pretrained`` both. The verl tests and GPU
+smoke test build theirs here too, on their own corpus (:mod:`arenabench.trainers.verl.tiny_model`).
 
 Head size is 64 (2 heads x 64 = hidden 128): the CPU attention backend of vLLM rejects smaller
-head sizes. ``tokenizers`` (a core dependency: the simulated judge counts tokens with
-:func:`build_tiny_tokenizer`) and ``transformers`` (the ``vllm``/``verl`` extras) are imported
-inside the builders only.
+head sizes. ``transformers`` (the ``vllm``/``verl`` extras) is imported inside the builder only.
 """
 
 from __future__ import annotations
@@ -19,61 +17,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-#: A minimal chat template: vLLM's ``LLM.chat`` and ``vllm serve`` render messages with it.
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
-SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
-
-
-def render_chat(messages: Sequence[dict[str, str]]) -> str:
-    """:data:`CHAT_TEMPLATE` applied with ``add_generation_prompt=True``, without jinja (the core
-    install counts the simulated judge's tokens with it; a vLLM test checks it against the
-    tokenizer's own ``apply_chat_template``)."""
-    return "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
-
-
-def _corpus() -> list[str]:
-    """Strings the BPE is trained on: judge prompts for every rubric plus verdict JSON."""
-    from arenabench.judges.prompts import load_rubric, pair_prompt, rubrics
-    from arenabench.types import Trajectory
-
-    a = Trajectory("a", "I reason step by step. Answer: 42", meta={"final_answer": "42"})
-    b = Trajectory("b", "Let me think about the plan, then call a tool. Answer: 7")
-    out = ['{"score_a": 7, "score_b": 3, "winner": "A"}', '{"score_a": 2, "score_b": 9, "winner": "B"}']
-    for name in rubrics():
-        rubric = load_rubric(name)
-        ref = "42" if rubric.uses_reference else None
-        for m in pair_prompt(rubric, "Plan a three-day trip to Kyoto.", a, b, reference=ref):
-            out.append(m["content"])
-    return out * 4
-
-
-def build_tiny_tokenizer(
-    *,
-    vocab_size: int = 1024,
-    corpus: Sequence[str] | None = None,
-    special_tokens: Sequence[str] = SPECIAL_TOKENS,
-):
-    """The byte-level BPE (a ``tokenizers.Tokenizer``) of :func:`build_tiny_model`, trained on
-    ``corpus`` (default: the judge prompts). Deterministic for given arguments: the simulated
-    judge's token counts (:mod:`arenabench.judges.tokens`) use the default one, so they equal
-    the tiny model's own counts under vLLM."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    special_tokens = list(special_tokens)
-    tok = Tokenizer(models.BPE(unk_token="<unk>" if "<unk>" in special_tokens else None))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special_tokens,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_corpus() if corpus is None else list(corpus), trainer=trainer)
-    return tok
+from arenabench.judges.tokenizer import CHAT_TEMPLATE, SPECIAL_TOKENS, build_tiny_tokenizer
 
 
 def build_tiny_model(
@@ -143,4 +87,40 @@ def build_tiny_model(
     return path
 
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "build_tiny_tokenizer", "render_chat"]
+# --- the colour-word copy task: the verl and TRL examples' tiny model and data -------------------
+
+WORDS = (
+    "red",
+    "green",
+    "blue",
+    "yellow",
+    "black",
+    "white",
+    "orange",
+    "purple",
+    "pink",
+    "brown",
+    "grey",
+    "gold",
+)
+# the chat role markers are special tokens (one id each, dropped by decode)
+COPY_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>")
+COPY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def copy_corpus(n: int = 200, seed: int = 0) -> list[str]:
+    """The BPE corpus of the copy task's tiny model: ``n`` lines ``copy: <words>`` + the words."""
+    import random
+
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
+        lines.append(f"copy: {words}\n{words} Answer: {words}")
+    return lines
+
+
+__all__ = ["COPY_CHAT_TEMPLATE", "COPY_SPECIAL_TOKENS", "WORDS", "build_tiny_model", "copy_corpus"]

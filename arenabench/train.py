@@ -30,6 +30,9 @@ from omegaconf import DictConfig, OmegaConf
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 log = logging.getLogger(__name__)
 # config keys that do not change what a job computes: not part of its identity
+# the last job this process ran (run_job fills it, the sweep launcher's one-line summary reads it):
+# final metrics + steps, skipped
+LAST_JOB: dict[str, Any] = {}
 NOT_IDENTITY = ("progress", "tracking")
 NOT_IDENTITY_JUDGE = ("cache",)
 
@@ -232,12 +235,12 @@ def run_jobs(jobs: list[Job]) -> list[dict[str, float]]:
 
 def run_job(cfg: DictConfig) -> dict[str, float]:
     """One job alone (a single run, hydra's basic launcher): :func:`prepare_job` + :func:`run_jobs`."""
-    # LAST_JOB: what the sweep launcher's one-line summary shows (this module may be __main__)
-    from arenabench.sweep import LAST_JOB
+    # the canonical module's LAST_JOB, which the sweep launcher reads (this file may run as __main__)
+    from arenabench import train as app
 
     job = prepare_job(cfg)
     final = run_jobs([job])[0]
-    LAST_JOB.update(final={**final, "steps": job.run.steps}, **({"skipped": True} if job.skipped else {}))
+    app.LAST_JOB.update(final={**final, "steps": job.run.steps}, **({"skipped": True} if job.skipped else {}))
     return final
 
 

@@ -187,6 +187,40 @@ class JudgeFailure:
     reason: str
 
 
+@dataclass(frozen=True)
+class JudgeTraits:
+    """What a constructor's rules may know about the judge it runs against, as plain values: the
+    engine reads them from its judge once per step (:meth:`of`) and hands them to the
+    constructor (``Constructor.bind_judge``), so constructors never hold or import a judge.
+
+    ``rejudge_share``: the share of a reply's noise a judge draws afresh when the same request is
+    asked again under a new ``sample`` index (1: an independent judgment, the simulated presets;
+    0: the same reply, a temperature-0 LLM judge or a fitted judge without re-scores), or None
+    when the judge does not declare it. A judge declares it as the attribute ``rejudge_share``;
+    wrappers (cache, faults, latency, the stack) forward their inner judge's. Why it matters: a
+    bracket's rematch of a pair already judged is new evidence only to the extent the judge
+    re-judges (``seeded_single_elim:anchor_seed=auto``, docs/constructors-notes.md §3).
+    ``judge``: the judge's class name, for log lines."""
+
+    rejudge_share: float | None = None
+    judge: str = ""
+
+    @classmethod
+    def of(cls, judge: Any) -> JudgeTraits | None:
+        """``judge``'s traits (None for no judge); a declared ``rejudge_share`` outside [0, 1] is
+        an error."""
+        if judge is None:
+            return None
+        share = getattr(judge, "rejudge_share", None)
+        if share is not None:
+            share = float(share)
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(
+                    f"{type(judge).__name__}.rejudge_share must be in [0, 1] or None; got {share!r}"
+                )
+        return cls(rejudge_share=share, judge=type(judge).__name__)
+
+
 # The reason prefix of a request a served judge gave up on after its outage deadline
 # (``"outage: <last transport error>"``): the engine does not re-ask it and counts it as lost.
 OUTAGE = "outage"

@@ -14,7 +14,8 @@ from arenabench.rewards.base import Outcome
 from arenabench.rewards.brackets import single_elimination
 from arenabench.rewards.bradley_terry import evidence, observations, unit_reward
 from arenabench.rewards.failures import split_failures
-from arenabench.sim import SimulatedReference, simulate_groups
+from arenabench.rewards.reference import SimulatedReference
+from arenabench.sim import simulate_groups
 from arenabench.types import Accounting, ConstructorResult, MatchResult
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -160,7 +160,7 @@ class WrapperStats:
 
     @property
     def rejudge_share(self) -> float | None:
-        """The inner judge's (``judges.base.rejudge_share``): a wrapper changes no reply's noise."""
+        """The inner judge's (``types.JudgeTraits``): a wrapper changes no reply's noise."""
         return getattr(self.inner, "rejudge_share", None)
 
 

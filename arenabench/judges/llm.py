@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from arenabench.judges.accounting import JudgeAccounting
-from arenabench.judges.prompts import load_rubric, request_messages
-from arenabench.types import JudgeFailure, PairRequest
+from arenabench.judges.prompts import load_rubric, point_request_messages, request_messages
+from arenabench.types import JudgeFailure, PairRequest, PointRequest
 
 
 class LLMJudge(JudgeAccounting):
-    """Base of the LLM pairwise judges; each backend validates its own arguments first."""
+    """Base of the LLM judges (pairwise, and pointwise on the 1-10 scale of ``prompts.point_prompt``);
+    each backend validates its own arguments first."""
 
     def __init__(
         self,
@@ -35,10 +36,13 @@ class LLMJudge(JudgeAccounting):
     def rejudge_share(self) -> float | None:
         """0 at temperature 0 (greedy decoding answers a re-asked request the same way); at a
         higher temperature not known without measuring it (``arenabench calibrate`` fits it from
-        re-scores), so None (``judges.base.rejudge_share``)."""
+        re-scores), so None (``types.JudgeTraits``)."""
         return 0.0 if self.temperature == 0 else None
 
-    def _messages(self, req: PairRequest) -> list[dict[str, str]] | JudgeFailure:
+    def _messages(self, req: PairRequest | PointRequest) -> list[dict[str, str]] | JudgeFailure:
+        """The chat messages of a pairwise or a pointwise request (``prompts``)."""
+        if isinstance(req, PointRequest):
+            return point_request_messages(self.rubric, req, self.mask_tool_outputs)
         return request_messages(self.rubric, req, self.mask_tool_outputs)
 
     def _repr(self, **shown: Any) -> str:

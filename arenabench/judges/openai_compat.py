@@ -40,6 +40,13 @@ stored on the judge, logged, shown in ``repr`` or placed in a failure reason or 
 Structured decoding: pass the server's own request fields through ``extra_body``, e.g.
 ``extra_body={"structured_outputs": {"regex": VERDICT_REGEX}}`` for vLLM; it is merged into
 the request body last, so it may also override ``temperature`` and friends.
+
+Pointwise (``score_points`` / ``ascore_points``): the same transport with the pointwise prompt
+(:func:`~arenabench.judges.prompts.point_prompt`: one trajectory, a 1-10 score on the last line),
+read by :func:`~arenabench.judges.parsing.parse_score` (strict: anything but the exact score line
+is a counted ``malformed score`` failure) into [0, 1]. ``point_extra_body`` replaces
+``extra_body`` for these requests when given (a verdict regex would not admit a score line, e.g.
+``{"structured_outputs": {"regex": POINT_REGEX}}``); no logprobs are asked for.
 """
 
 from __future__ import annotations
@@ -58,8 +65,9 @@ from typing import Any
 from arenabench.asyncrun import run_coroutine
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
-from arenabench.judges.parsing import parse_verdict, verdict_label_probability
-from arenabench.types import OUTAGE, JudgeFailure, PairJudgment, PairRequest
+from arenabench.judges.parsing import parse_score, parse_verdict, verdict_label_probability
+from arenabench.judges.prompts import POINT_SCALE
+from arenabench.types import OUTAGE, JudgeFailure, PairJudgment, PairRequest, PointRequest
 
 _RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
 _MAX_REASON = 160
@@ -85,7 +93,7 @@ class _Retryable(Exception):
 
 
 class OpenAIJudge(LLMJudge):
-    """Pairwise judge over OpenAI-compatible chat-completions servers (see the module doc)."""
+    """Pairwise and pointwise judge over OpenAI-compatible chat-completions servers (module doc)."""
 
     # a served judge with continuous batching: Engine(schedule="auto") pipelines the groups
     prefers_pipelined = True
@@ -107,6 +115,7 @@ class OpenAIJudge(LLMJudge):
         top_logprobs: int = 0,
         outage_deadline_s: float = DEFAULT_OUTAGE_DEADLINE_S,
         max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
+        point_extra_body: dict | None = None,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -138,6 +147,8 @@ class OpenAIJudge(LLMJudge):
         self._down = 0  # requests now between a transport failure and their reply
         self._down_since = 0.0
         self.extra_body = dict(extra_body or {})
+        # the pointwise requests' extra fields (e.g. a score regex); None: ``extra_body``'s
+        self.point_extra_body = None if point_extra_body is None else dict(point_extra_body)
         self._next_url = 0
         self._lock = threading.Lock()
         self._loop_sessions: dict = {}  # event loop -> (session, semaphore, secret): ajudge_pairs
@@ -162,6 +173,19 @@ class OpenAIJudge(LLMJudge):
 
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
         """Judge a batch concurrently; one reply per request, in order, never an exception per request."""
+        return self._send(requests)
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        """Score a batch concurrently with the pointwise prompt (``prompts.point_prompt``): one score
+        in [0, 1] per request (``parsing.parse_score``), in order; the same transport, retries,
+        outage rules and counters as :meth:`judge_pairs`."""
+        return self._send(requests)
+
+    async def ascore_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        """:meth:`score_points` in the running event loop (as :meth:`ajudge_pairs`)."""
+        return await self.ajudge_pairs(requests)
+
+    def _send(self, requests) -> list:
         requests = list(requests)
         if not requests:
             return []
@@ -208,7 +232,7 @@ class OpenAIJudge(LLMJudge):
             text = text.replace(secret, "***")
         return text[:_MAX_REASON]
 
-    def _body(self, req: PairRequest) -> dict[str, Any] | JudgeFailure:
+    def _body(self, req: PairRequest | PointRequest) -> dict[str, Any] | JudgeFailure:
         messages = self._messages(req)
         if isinstance(messages, JudgeFailure):
             return messages
@@ -219,6 +243,9 @@ class OpenAIJudge(LLMJudge):
             "max_tokens": self.max_tokens,
             "seed": request_seed(req.sample, req.attempt),
         }
+        if isinstance(req, PointRequest):
+            body.update(self.extra_body if self.point_extra_body is None else self.point_extra_body)
+            return body
         if self.top_logprobs:  # for PRC's P(A): top-k logprobs at the verdict's label token
             body["logprobs"] = True
             body["top_logprobs"] = self.top_logprobs
@@ -263,7 +290,7 @@ class OpenAIJudge(LLMJudge):
                 url = self.endpoints[(url_index + k) % len(self.endpoints)]
                 try:
                     async with sem:
-                        reply = await self._post(session, url, body, secret)
+                        reply = await self._post(session, url, body, secret, isinstance(req, PointRequest))
                     self.stats["answered"] += 1
                     return reply
                 except _Retryable as exc:
@@ -304,7 +331,7 @@ class OpenAIJudge(LLMJudge):
             if delta < 0 and self._down == 0:
                 self.stats["outage_s"] += time.monotonic() - self._down_since
 
-    async def _post(self, session, url, body, secret) -> PairJudgment | JudgeFailure:
+    async def _post(self, session, url, body, secret, point=False) -> PairJudgment | float | JudgeFailure:
         import aiohttp
 
         self.stats["calls"] += 1
@@ -322,9 +349,11 @@ class OpenAIJudge(LLMJudge):
             raise _Retryable(f"http: status {status}")
         if status != 200:
             return JudgeFailure(f"http: status {status}")
-        return self._read_reply(raw, secret)
+        return self._read_reply(raw, secret, point)
 
-    def _read_reply(self, raw: bytes, secret: str | None) -> PairJudgment | JudgeFailure:
+    def _read_reply(
+        self, raw: bytes, secret: str | None, point: bool = False
+    ) -> PairJudgment | float | JudgeFailure:
         try:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -349,6 +378,8 @@ class OpenAIJudge(LLMJudge):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             return JudgeFailure("bad response: choices[0].message.content is not a string")
+        if point:
+            return parse_score(content, POINT_SCALE)
         verdict = parse_verdict(content)
         if isinstance(verdict, JudgeFailure) or not self.top_logprobs:
             return verdict

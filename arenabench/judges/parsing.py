@@ -178,3 +178,36 @@ def verdict_label_probability(
 
 
 __all__ = ["label_probability", "parse_verdict", "verdict_label_probability"]
+
+
+# --- pointwise: the score line ---------------------------------------------------------------------
+#
+# Strict by design: the reply's last non-blank line must be exactly the JSON object
+# ``{"score": <integer 1-10>}`` (whitespace inside it allowed), nothing after it. A score anywhere
+# else, a score on another scale, a fraction, a code fence around the line, a truncated reply:
+# ``JudgeFailure("malformed score: ...")``, retried by the engine and counted like a malformed
+# verdict. A policy's text never reaches this parser (it is the judge's reply that is parsed).
+
+_SCORE_LINE = re.compile(r'\{\s*"score"\s*:\s*(-?\d+(?:\.\d+)?)\s*\}')
+
+
+def parse_score(text: str, scale: tuple[int, int] = (1, 10)) -> float | JudgeFailure:
+    """The pointwise score of a judge reply on ``scale`` (``prompts.POINT_SCALE``), mapped onto
+    [0, 1] (``(s - lo) / (hi - lo)``: the simulated judges' range), or a failure (above)."""
+    if not isinstance(text, str) or not text.strip():
+        return JudgeFailure("malformed score: empty reply")
+    last = text.rstrip().splitlines()[-1].strip()
+    m = _SCORE_LINE.fullmatch(last)
+    if m is None:
+        return JudgeFailure(f'malformed score: the last line is not {{"score": <integer>}} ({last[:40]!r})')
+    lo, hi = scale
+    raw = m.group(1)
+    if not re.fullmatch(r"-?\d+", raw):
+        return JudgeFailure(f"malformed score: {raw} is not an integer")
+    score = int(raw)
+    if not lo <= score <= hi:
+        return JudgeFailure(f"malformed score: {score} is outside {lo}-{hi}")
+    return (score - lo) / (hi - lo)
+
+
+__all__ += ["parse_score"]

@@ -11,7 +11,10 @@ It reads the ``QUERY`` and ``TRAJECTORY A/B`` blocks of the project's judge prom
 (``u`` a hash-uniform in [0, 1) of the query and a whitespace token, rounded to 2 decimals): a
 judge with stable, content-only preferences, so its answer to a request is the same whenever
 and however often it is asked -- what a rerun on the judgment cache relies on. The reply ends
-in the verdict line :func:`arenabench.judges.parsing.parse_verdict` reads.
+in the verdict line :func:`arenabench.judges.parsing.parse_verdict` reads; asked with
+``logprobs``, its label token carries ``P(A) = sigmoid(score_a - score_b)`` (PRC). The pointwise
+prompt (a lone ``TRAJECTORY`` block) gets that side's score rounded to 1-10 as the score line
+:func:`arenabench.judges.parsing.parse_score` reads (``--bad-scores N``: the first N malformed).
 
 Faults it can rehearse on purpose (counted from the server's start): ``--fail-first N`` answers
 the first N posts with ``--fail-status`` (503: an overloaded or draining replica), ``--reset-first
@@ -27,6 +30,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import random
 import re
 import signal
@@ -41,7 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-_BLOCK = re.compile(r"<<<(QUERY|TRAJECTORY A|TRAJECTORY B)>>>\n(.*?)\n<<<END \1>>>", re.S)
+_BLOCK = re.compile(r"<<<(QUERY|TRAJECTORY A|TRAJECTORY B|TRAJECTORY)>>>\n(.*?)\n<<<END \1>>>", re.S)
 PATH = Path(__file__).resolve()  # run it as a script: ``[sys.executable, str(PATH), ...]``
 
 
@@ -58,15 +62,50 @@ def side_score(query: str, text: str) -> float:
     return round(1.0 + 9.0 * sum(_u(query, t) for t in tokens) / len(tokens), 2)
 
 
+def _blocks(messages: list) -> dict[str, str]:
+    user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+    return dict(_BLOCK.findall(str(user)))
+
+
 def verdict(messages: list) -> str:
     """The reply text for a chat request carrying the project's pairwise judge prompt."""
-    user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
-    blocks = dict(_BLOCK.findall(str(user)))
+    blocks = _blocks(messages)
     query = blocks.get("QUERY", "")
     sa = side_score(query, blocks.get("TRAJECTORY A", ""))
     sb = side_score(query, blocks.get("TRAJECTORY B", ""))
     winner = "A" if sa > sb else "B" if sb > sa else "tie"
     return "Compared token by token.\n" + json.dumps({"score_a": sa, "score_b": sb, "winner": winner})
+
+
+def point_score(query: str, text: str) -> int:
+    """The stub judge's pointwise score of a trajectory: :func:`side_score` rounded to 1-10."""
+    return min(10, max(1, round(side_score(query, text))))
+
+
+def reply(messages: list, logprobs: bool = False, bad_score: bool = False) -> tuple[str, dict | None]:
+    """The reply text for the project's pairwise or pointwise prompt (a ``TRAJECTORY`` block alone:
+    the score line ``{"score": n}``; ``bad_score``: a malformed one), and for a pairwise request
+    asked with ``logprobs`` a chat ``logprobs`` object whose label token carries ``P(A) =
+    sigmoid(score_a - score_b)`` (what PRC reads)."""
+    blocks = _blocks(messages)
+    if "TRAJECTORY" in blocks and "TRAJECTORY A" not in blocks:
+        n = point_score(blocks.get("QUERY", ""), blocks["TRAJECTORY"])
+        return "Scored token by token.\n" + (
+            f"Score: {n}/10" if bad_score else json.dumps({"score": n})
+        ), None
+    content = verdict(messages)
+    if not logprobs:
+        return content, None
+    obj = json.loads(content.splitlines()[-1])
+    p_a = 1.0 / (1.0 + math.exp(-(obj["score_a"] - obj["score_b"])))
+    cut = content.rindex('"winner": "') + len('"winner": "')
+    label = content[cut : cut + (3 if obj["winner"] == "tie" else 1)]
+    top = [
+        {"token": "A", "logprob": math.log(max(p_a, 1e-12))},
+        {"token": "B", "logprob": math.log(max(1.0 - p_a, 1e-12))},
+    ]
+    pieces = [(content[:cut], []), (label, top), (content[cut + len(label) :], [])]
+    return content, {"content": [{"token": t, "logprob": 0.0, "top_logprobs": alts} for t, alts in pieces]}
 
 
 class StubJudgeServer(ThreadingHTTPServer):
@@ -75,7 +114,15 @@ class StubJudgeServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(
-        self, host: str, port: int, fail_first=0, fail_status=503, reset_first=0, log=None, delay_s=0.0
+        self,
+        host: str,
+        port: int,
+        fail_first=0,
+        fail_status=503,
+        reset_first=0,
+        log=None,
+        delay_s=0.0,
+        bad_scores=0,
     ):
         if host not in LOOPBACK:
             raise ValueError(f"the stub judge binds loopback only ({', '.join(LOOPBACK)}); got {host!r}")
@@ -84,6 +131,8 @@ class StubJudgeServer(ThreadingHTTPServer):
         self.fail_first, self.fail_status, self.reset_first = fail_first, fail_status, reset_first
         self.log = Path(log) if log else None
         self.delay_s = float(delay_s)
+        self.bad_scores = int(bad_scores)  # the first N pointwise replies end in a malformed score line
+        self.scored = 0
         self.posts = 0
         self.lock = threading.Lock()
         super().__init__((host, port), _Handler)
@@ -132,15 +181,24 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(srv.delay_s)
         try:
             body = json.loads(raw)
-            content = verdict(body["messages"])
+            if "TRAJECTORY A" not in _blocks(body["messages"]):
+                with srv.lock:
+                    srv.scored += 1
+                    bad = srv.scored <= srv.bad_scores
+            else:
+                bad = False
+            content, logprobs = reply(body["messages"], bool(body.get("logprobs")), bad)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return self._send(400, {"error": {"message": f"bad request: {type(exc).__name__}"}})
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}}
+        if logprobs is not None:
+            choice["logprobs"] = logprobs
         self._send(
             200,
             {
                 "object": "chat.completion",
                 "model": body.get("model", "stub"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                "choices": [choice],
                 "usage": {"prompt_tokens": len(raw) // 4, "completion_tokens": len(content) // 4},
             },
         )
@@ -247,8 +305,11 @@ def main(argv=None) -> None:
     ap.add_argument("--reset-first", type=int, default=0)
     ap.add_argument("--log", default=None)
     ap.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    ap.add_argument("--bad-scores", type=int, default=0, help="the first N pointwise replies malformed")
     a = ap.parse_args(argv)
-    srv = StubJudgeServer(a.host, a.port, a.fail_first, a.fail_status, a.reset_first, a.log, a.delay)
+    srv = StubJudgeServer(
+        a.host, a.port, a.fail_first, a.fail_status, a.reset_first, a.log, a.delay, a.bad_scores
+    )
     print(f"stub judge on http://{a.host}:{a.port}", flush=True)
     srv.serve_forever(poll_interval=0.05)
 

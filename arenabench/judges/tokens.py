@@ -2,9 +2,9 @@
 
 :class:`PromptTokens` counts, for a pairwise request, exactly the prompt an LLM judge of this
 project sends (:func:`~arenabench.judges.prompts.request_messages`, rendered with the tiny
-model's chat template :func:`~arenabench.tiny_model.render_chat`) under a named tokenizer:
+model's chat template :func:`~arenabench.judges.tokenizer.render_chat`) under a named tokenizer:
 
-* ``"tiny-bpe"``: the byte-level BPE of :func:`~arenabench.tiny_model.build_tiny_tokenizer`
+* ``"tiny-bpe"``: the byte-level BPE of :func:`~arenabench.judges.tokenizer.build_tiny_tokenizer`
   (vocabulary 1024, trained on the judge prompts). It is the tokenizer of the tiny model the
   vLLM tests serve, so a simulated run's prefill equals what that model's engine reports for the
   same requests (tested). Real judges' tokenizers have larger vocabularies: their counts are
@@ -56,7 +56,7 @@ def load_tokenizer(name: str):
     """The ``tokenizers.Tokenizer`` registered as ``name`` (built once per process)."""
     if name not in TOKENIZERS:
         raise ValueError(unknown_message("tokenizer", name, list(TOKENIZERS)))
-    from arenabench.tiny_model import build_tiny_tokenizer
+    from arenabench.judges.tokenizer import build_tiny_tokenizer
 
     return build_tiny_tokenizer()
 
@@ -128,7 +128,7 @@ class PromptTokens:
 
     def render(self, req: PairRequest) -> str | JudgeFailure:
         """The whole prompt text the LLM judges send for ``req``."""
-        from arenabench.tiny_model import render_chat
+        from arenabench.judges.tokenizer import render_chat
 
         messages = request_messages(self.rubric, req, self.mask_tool_outputs)
         return messages if isinstance(messages, JudgeFailure) else render_chat(messages)

@@ -19,6 +19,13 @@ old ``guided_*`` fields are ignored by current vLLM):
   ``max_tokens``: the reply is then truncated and is a counted failure, retried by the engine.
 * ``None``: free text; the parser takes the last well-formed verdict.
 
+Pointwise (``score_points``): the same one-``generate`` batch with the pointwise prompt
+(:func:`~arenabench.judges.prompts.point_prompt`, a 1-10 score on the last line), constrained by
+``structured``: ``regex`` and ``choice`` to :data:`~arenabench.judges.prompts.POINT_REGEX` (after
+a reasoning prefix of up to ``reasoning_chars`` characters and a newline), ``json`` to the score
+schema, ``None`` free; read by :func:`~arenabench.judges.parsing.parse_score` (strict: only the
+exact final line; anything else, a truncated reply included, is a counted ``malformed score``).
+
 ``P(A)`` (``PairJudgment.prob_a``) is read from the top-``top_logprobs`` logprobs at the token
 that carries the verdict's label (:func:`~arenabench.judges.parsing.verdict_label_probability`);
 both orders are averaged by the ``prc`` constructor.
@@ -36,13 +43,16 @@ from typing import Any
 
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
-from arenabench.judges.parsing import _WINNER_SCORES, parse_verdict, verdict_label_probability
+from arenabench.judges.parsing import _WINNER_SCORES, parse_score, parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import (
     LABELS,
+    POINT_JSON_SCHEMA,
+    POINT_REGEX,
+    POINT_SCALE,
     VERDICT_JSON_SCHEMA,
     consistent_verdict_regex,
 )
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
 
 STRUCTURED_MODES = ("regex", "choice", "json", None)
 
@@ -63,7 +73,7 @@ CPU_ENGINE_KWARGS = {
 
 
 class VLLMJudge(LLMJudge):
-    """Pairwise judge over an offline ``vllm.LLM`` (see the module doc)."""
+    """Pairwise and pointwise judge over an offline ``vllm.LLM`` (see the module doc)."""
 
     def __init__(
         self,
@@ -113,11 +123,23 @@ class VLLMJudge(LLMJudge):
             self._llm = LLM(model=self.model, **self.engine_kwargs)
         return self._llm
 
-    def sampling_params(self, req: PairRequest):
+    def sampling_params(self, req: PairRequest | PointRequest):
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
         structured = None
+        if isinstance(req, PointRequest):  # the score line; ``choice`` is for pairwise labels
+            if self.structured in ("regex", "choice"):
+                prefix = rf"[^{{}}]{{0,{self.reasoning_chars}}}\n" if self.reasoning_chars else ""
+                structured = StructuredOutputsParams(regex=prefix + POINT_REGEX)
+            elif self.structured == "json":
+                structured = StructuredOutputsParams(json=POINT_JSON_SCHEMA)
+            return SamplingParams(
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=request_seed(req.sample, req.attempt),
+                structured_outputs=structured,
+            )
         if self.structured == "regex":
             prefix = rf"[^{{}}]{{0,{self.reasoning_chars}}}" if self.reasoning_chars else ""
             structured = StructuredOutputsParams(regex=prefix + consistent_verdict_regex())
@@ -133,16 +155,26 @@ class VLLMJudge(LLMJudge):
             structured_outputs=structured,
         )
 
-    def _prompt(self, req: PairRequest, tokenizer) -> str | JudgeFailure:
+    def _prompt(self, req: PairRequest | PointRequest, tokenizer) -> str | JudgeFailure:
         messages = self._messages(req)
         if isinstance(messages, JudgeFailure):
             return messages
-        if self.structured == "choice":  # the constrained reply is a bare label, so ask for one
+        if self.structured == "choice" and isinstance(
+            req, PairRequest
+        ):  # the constrained reply is a bare label, so ask for one
             messages[-1]["content"] += "\nAnswer with only the label: " + " or ".join(self.choices) + "."
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
         """Judge a batch with one ``generate`` call; one reply per request, in order."""
+        return self._generate(requests, self._read)
+
+    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
+        """Score a batch with one ``generate`` call and the pointwise prompt
+        (``prompts.point_prompt``): one score in [0, 1] per request (``parsing.parse_score``)."""
+        return self._generate(requests, self._read_score)
+
+    def _generate(self, requests, read) -> list:
         requests = list(requests)
         if not requests:
             return []
@@ -167,16 +199,30 @@ class VLLMJudge(LLMJudge):
         if prompts:
             outputs = self._timed_call(llm.generate, prompts, params, use_tqdm=False)
             for k, res in zip(where, outputs, strict=True):
-                out[k] = self._read(res)
+                out[k] = read(res)
         return out  # type: ignore[return-value]
 
-    def _read(self, res) -> PairJudgment | JudgeFailure:
+    def _count_tokens(self, res) -> None:
         self.stats["prompt_tokens"] += len(res.prompt_token_ids or ())
         self.stats["cached_prompt_tokens"] += int(getattr(res, "num_cached_tokens", None) or 0)
+        if res.outputs:
+            self.stats["completion_tokens"] += len(res.outputs[0].token_ids)
+
+    def _read_score(self, res) -> float | JudgeFailure:
+        self._count_tokens(res)
         if not res.outputs:
             return self._fail("bad response: no outputs")
         comp = res.outputs[0]
-        self.stats["completion_tokens"] += len(comp.token_ids)
+        if comp.finish_reason == "length":
+            return self._fail(f"malformed score: truncated at max_tokens={self.max_tokens}")
+        score = parse_score(comp.text, POINT_SCALE)
+        return self._fail(score.reason) if isinstance(score, JudgeFailure) else score
+
+    def _read(self, res) -> PairJudgment | JudgeFailure:
+        self._count_tokens(res)
+        if not res.outputs:
+            return self._fail("bad response: no outputs")
+        comp = res.outputs[0]
         text = comp.text
         if comp.finish_reason == "length" and self.structured != "choice":
             return self._fail(f"malformed verdict: truncated at max_tokens={self.max_tokens}")

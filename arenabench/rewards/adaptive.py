@@ -101,8 +101,8 @@ class Adaptive(Constructor):
     def bind_reference(self, policy) -> None:
         self._inner.bind_reference(policy)
 
-    def bind_judge(self, judge) -> None:
-        self._inner.bind_judge(judge)
+    def bind_judge(self, traits) -> None:
+        self._inner.bind_judge(traits)
 
     def validate_group(self, group: Group) -> None:
         if group.meta.get(_ROUTED):

@@ -17,6 +17,7 @@ from arenabench.types import (
     Accounting,
     ConstructorResult,
     Group,
+    JudgeTraits,
     Match,
     MatchResult,
     Score,
@@ -86,10 +87,10 @@ class Constructor:
         """Use ``policy`` (``generate(group, n, generation)``) as this constructor's reference
         policy: a trainer hands over its frozen initial policy. Most constructors have none."""
 
-    def bind_judge(self, judge) -> None:
-        """Learn what this constructor's rules depend on from the judge the engine runs it
-        against (``Engine.run`` calls it before each step; ``judges.base.rejudge_share`` and the
-        like). Most constructors depend on no judge statistic."""
+    def bind_judge(self, traits: JudgeTraits | None) -> None:
+        """Learn what this constructor's rules depend on from the traits of the judge the engine
+        runs it against (``types.JudgeTraits``, e.g. its ``rejudge_share``; ``Engine.run`` hands
+        them over before each step; None: no judge). Most constructors depend on none."""
 
     # -- shared --------------------------------------------------------------------------------
 

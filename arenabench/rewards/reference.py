@@ -11,14 +11,48 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from arenabench.registry import Registry
-from arenabench.types import Group, Trajectory
+import numpy as np
 
-# name -> reference policy class; RRC's AGR registers the simulator's ("simulated")
+from arenabench.registry import Registry
+from arenabench.types import Group, Trajectory, content_hash
+
+# name -> reference policy class (AGR's ``reference``)
 REFERENCE_POLICIES: Registry = Registry("reference policy")
+
+
+@REFERENCE_POLICIES.register("simulated")
+@dataclass
+class SimulatedReference:
+    """AGR's default reference policy (``"simulated"``), for simulated prompts: rollouts of quality
+    μ_g + N(0, spread), μ_g the group's ``meta["prompt_quality"]``, i.e. the step-0 policy of
+    :func:`arenabench.sim.simulate_groups` (``spread``'s default is ``sim.GROUP_SPREAD``, tested
+    equal; a trainer binds its own policy instead). Deterministic in (seed, prompt, generation),
+    so a stored pool can be regenerated and checked."""
+
+    spread: float = 0.2
+    seed: int = 0
+
+    def generate(self, group: Group, n: int, generation: int = 0) -> list[Trajectory]:
+        mu = group.meta.get("prompt_quality")
+        if mu is None:
+            raise ValueError(
+                "the simulated reference policy needs Group.meta['prompt_quality'] (set by "
+                "sim.simulate_groups); for other groups give the constructor a stored anchor pool"
+            )
+        rng = np.random.default_rng([self.seed, content_hash(group.prompt), generation])
+        q = mu + self.spread * rng.standard_normal(n)
+        return [
+            Trajectory(
+                id=f"ref{generation}-{k}",
+                text=f"[reference gen {generation} rollout {k} for {group.prompt}]",
+                length=512,
+                meta={"quality": float(q[k]), "reference": True},
+            )
+            for k in range(n)
+        ]
 
 
 class AnchorPool:

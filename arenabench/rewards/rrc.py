@@ -19,12 +19,7 @@ from arenabench.diagnostics import triangles
 from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.failures import failure_flags, split_failures
 from arenabench.rewards.reference import REFERENCE_POLICIES, AnchorPool
-from arenabench.sim import SimulatedReference
 from arenabench.types import Group, MatchResult
-
-# AGR's default reference: the simulator's step-0 policy, for simulated groups (a trainer
-# replaces it with its own policy through ``bind_reference``)
-REFERENCE_POLICIES.register("simulated")(SimulatedReference)
 
 
 def votes_for(m: MatchResult) -> tuple[float, float] | None:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from arenabench.advantages import ranks_from_keys
-from arenabench.judges.base import rejudge_share
 from arenabench.rewards.base import Constructor, Outcome, register, trivial_outcome
 from arenabench.rewards.brackets import (
     ANCHOR_SEEDS,
@@ -25,6 +24,7 @@ from arenabench.rewards.brackets import (
     single_elimination,
     tier_scores,
 )
+from arenabench.types import JudgeTraits
 
 log = logging.getLogger(__name__)
 
@@ -34,24 +34,24 @@ REPEATS_BELOW = 0.5
 _WARNED: set[str] = set()  # judge types warned about once: they declare no rejudge_share
 
 
-def auto_anchor_seed(judge) -> str:
-    """``anchor_seed=auto``'s rule for ``judge``, by its ``rejudge_share``
-    (``judges.base.rejudge_share``): ``record`` for a judge that repeats a verdict when re-asked
+def auto_anchor_seed(traits: JudgeTraits | None) -> str:
+    """``anchor_seed=auto``'s rule for a judge of ``traits`` (``types.JudgeTraits``), by its
+    ``rejudge_share``: ``record`` for a judge that repeats a verdict when re-asked
     (share below ``REPEATS_BELOW``: a temperature-0 LLM judge, the LLMBar fits, the MT-bench
     fit's 0.06), ``lattice`` for one that re-judges (the simulated presets: 1), and ``lattice``
     for a judge that does not say (no judge bound: a test driving ``play``; an LLM judge at a
     temperature above 0, logged once as a warning: measure it with ``arenabench calibrate`` or
     set ``anchor_seed``). ``lattice`` is the paper's ``mean`` on continuous replies."""
-    if judge is None:
+    if traits is None:
         return "lattice"
-    share = rejudge_share(judge)
-    if share is None and type(judge).__name__ not in _WARNED:
-        _WARNED.add(type(judge).__name__)
+    share = traits.rejudge_share
+    if share is None and traits.judge not in _WARNED:
+        _WARNED.add(traits.judge)
         log.warning(
-            "seeded_single_elim: anchor_seed=auto: %r declares no rejudge_share (how much of a reply "
+            "seeded_single_elim: anchor_seed=auto: %s declares no rejudge_share (how much of a reply "
             "a re-asked request draws afresh); ranking as for a judge that re-judges (lattice). Set "
             "anchor_seed=record if it repeats its verdicts (docs/constructors-notes.md §3)",
-            judge,
+            traits.judge,
         )
     return "record" if share is not None and share < REPEATS_BELOW else "lattice"
 
@@ -138,7 +138,7 @@ class SeededSingleElim(Constructor):
 
     needs_anchor = True
     anchor_seed: str = "auto"
-    # the rule ``auto`` stands for, set by ``bind_judge`` (the engine's judge); unbound: lattice
+    # the rule ``auto`` stands for, set by ``bind_judge`` (the engine's judge's traits); unbound: lattice
     _auto: str = field(default="lattice", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -149,12 +149,12 @@ class SeededSingleElim(Constructor):
                 f"got {self.anchor_seed!r}"
             )
 
-    def bind_judge(self, judge) -> None:
-        """``anchor_seed=auto``: the rule for this judge (``auto_anchor_seed``)."""
+    def bind_judge(self, traits: JudgeTraits | None) -> None:
+        """``anchor_seed=auto``: the rule for the judge of ``traits`` (``auto_anchor_seed``)."""
         if self.anchor_seed == "auto":
-            rule = auto_anchor_seed(judge)
+            rule = auto_anchor_seed(traits)
             if rule != self._auto:
-                log.info("seeded_single_elim: anchor_seed=auto -> %s for %r", rule, judge)
+                log.info("seeded_single_elim: anchor_seed=auto -> %s for %s", rule, traits and traits.judge)
             self._auto = rule
 
     @property

@@ -197,8 +197,8 @@ def test_token_counts_match_the_engine_counters_exactly(tiny_model_dir, vllm_llm
     """The simulated judge's prefill (tiny BPE + the tiny chat template) is vLLM's own
     ``prompt_token_ids`` count on the same requests; cached and decode tokens are the engine's
     ``num_cached_tokens`` and output token ids, summed (docs/tokens.md)."""
+    from arenabench.judges.tokenizer import render_chat
     from arenabench.judges.tokens import PromptTokens
-    from arenabench.tiny_model import render_chat
 
     reqs = _requests(8, seed=5)
     judge = VLLMJudge(str(tiny_model_dir), structured="regex", temperature=0.0, top_logprobs=0, llm=vllm_llm)
@@ -240,3 +240,53 @@ def test_prefix_ordered_wave_cached_tokens_equal_vllms_own_counter(tiny_model_di
     assert cached == after["vllm:prefix_cache_hits"] - before["vllm:prefix_cache_hits"]
     assert prefill == after["vllm:prefix_cache_queries"] - before["vllm:prefix_cache_queries"]
     assert prefill / 2 < cached < prefill  # every request after the first shares the system prompt, or more
+
+
+# --- pointwise asks (issue 41): the scoring prompt on the tiny model --------------------------------
+
+
+def _points(n: int, seed: int = 0):
+    from arenabench.types import PointRequest
+
+    return [PointRequest(r.prompt, r.a, sample=r.sample) for r in _requests(n, seed)]
+
+
+def test_a_pointwise_wave_is_one_generate_call_and_every_regex_score_parses(tiny_model_dir, counting):
+    judge = VLLMJudge(str(tiny_model_dir), structured="regex", temperature=1.0, llm=counting)
+    scores = judge.score_points(_points(12))
+    assert counting.generate_calls == 1 and counting.batch_sizes == [12]
+    assert all(isinstance(s, float) and s in {k / 9 for k in range(10)} for s in scores), scores
+    assert judge.stats["requests"] == 12 and not judge.stats["failures"]
+    assert judge.stats["prompt_tokens"] > 12 * 100 and judge.stats["completion_tokens"] >= 12 * 4
+
+
+def test_free_text_scores_from_a_random_model_are_counted_failures(tiny_model_dir, counting):
+    judge = VLLMJudge(str(tiny_model_dir), structured=None, temperature=1.0, max_tokens=8, llm=counting)
+    replies = judge.score_points(_points(6))
+    assert all(isinstance(r, JudgeFailure) and r.reason.startswith("malformed score") for r in replies)
+    assert judge.stats["failures"] == {"malformed score": 6}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "calls"),
+    [
+        ({"name": "pointwise"}, 8),
+        ({"name": "pointwise_rank"}, 8),
+        ({"name": "pointwise", "votes": 4}, 32),  # conf/reward/pointwise_budget.yaml
+        ({"name": "prc"}, 12),
+    ],
+)
+def test_pointwise_constructors_and_prc_count_tokens_on_vllm(tiny_model_dir, counting, cfg, calls):
+    from arenabench.judges import JudgeStack
+
+    judge = VLLMJudge(str(tiny_model_dir), structured="choice", choices=["A", "B"], llm=counting)
+    stack = JudgeStack(judge)
+    groups = [Group(g.prompt, g.trajectories, anchor=0, meta=g.meta) for g in simulate_groups(2, 4, seed=5)]
+    step = Engine(stack).run(rewards.build(cfg), groups)
+    assert step.stats.failures == 0 and step.stats.judge_calls == calls
+    assert counting.generate_calls == step.stats.judge_batches
+    m = stack.step_metrics()
+    assert m["judge_prompt_tokens"] == judge.stats["prompt_tokens"] > calls * 100
+    assert m["judge_completion_tokens"] > 0
+    for res in step.results:
+        assert np.all(np.isfinite(res.reward))

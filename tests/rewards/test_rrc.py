@@ -9,8 +9,8 @@ from conftest import make_group, random_groups, true_rank
 from arenabench import Engine, judges, rewards
 from arenabench.aggregation import is_swap_optimal, order_wins
 from arenabench.fidelity import run_fidelity
-from arenabench.rewards.reference import AnchorPool
-from arenabench.sim import SimulatedReference, simulate_groups
+from arenabench.rewards.reference import AnchorPool, SimulatedReference
+from arenabench.sim import GROUP_SPREAD, simulate_groups
 from arenabench.types import PairJudgment, Trajectory
 
 SIZES = [2, 3, 5, 8, 16]
@@ -173,6 +173,7 @@ def test_reference_policy_is_fixed_and_deterministic():
     assert [t.meta["quality"] for t in a] == [t.meta["quality"] for t in b]
     q = np.array([t.meta["quality"] for t in a])
     assert abs(q.mean() - g.meta["prompt_quality"]) < 0.1 and 0.15 < q.std() < 0.25
+    assert SimulatedReference().spread == GROUP_SPREAD  # the simulator's step-0 policy
 
 
 # --- bad input: one clear error --------------------------------------------------------------------

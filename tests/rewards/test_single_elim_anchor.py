@@ -514,7 +514,12 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
     from arenabench.judges.openai_compat import OpenAIJudge
     from arenabench.judges.ordinal import OrdinalJudge
     from arenabench.rewards import single_elim
-    from arenabench.rewards.single_elim import REPEATS_BELOW, auto_anchor_seed
+    from arenabench.rewards.single_elim import REPEATS_BELOW
+    from arenabench.rewards.single_elim import auto_anchor_seed as rule_for
+    from arenabench.types import JudgeTraits
+
+    def auto_anchor_seed(judge):  # as the engine hands them over: the judge's traits
+        return rule_for(JudgeTraits.of(judge))
 
     monkeypatch.setattr(single_elim, "_WARNED", set())  # no warning given by an earlier test
     assert REPEATS_BELOW == 0.5

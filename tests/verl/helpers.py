@@ -7,7 +7,7 @@ import torch
 
 from arenabench import judges, rewards
 from arenabench.engine import Engine
-from arenabench.trainers.verl.scoring import overlap_quality
+from arenabench.trainers.scoring import overlap_quality
 from arenabench.types import Group, Trajectory
 
 PROMPTS = ("copy: red green blue", "copy: gold pink")

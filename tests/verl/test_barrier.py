@@ -9,8 +9,9 @@ import pytest
 
 from arenabench import judges, rewards
 from arenabench.engine import Engine
+from arenabench.trainers.scoring import hash_quality
 from arenabench.trainers.verl.barrier import GroupBarrier
-from arenabench.trainers.verl.scoring import ArenaScorer, Response, hash_quality
+from arenabench.trainers.verl.scoring import ArenaScorer, Response
 from arenabench.types import Group, Trajectory
 
 TEXTS = {

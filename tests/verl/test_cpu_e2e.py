@@ -23,7 +23,7 @@ from launches import STEPS, finish, launch_run_id, start, wait_for
 from arenabench import judges, rewards
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, mask_unreliable
 from arenabench.engine import Engine
-from arenabench.trainers.verl.scoring import overlap_quality
+from arenabench.trainers.scoring import overlap_quality
 from arenabench.types import Group, Trajectory
 
 pytestmark = pytest.mark.slow

@@ -9,9 +9,9 @@ import numpy as np
 from helpers import logging_worker, verl_batch
 
 from arenabench.rewards.reference import REFERENCE_POLICIES
+from arenabench.trainers.scoring import overlap_quality
 from arenabench.trainers.verl import launch
 from arenabench.trainers.verl.reward_manager import STATE_FILE, restore_counters
-from arenabench.trainers.verl.scoring import overlap_quality
 from arenabench.types import Trajectory
 
 

@@ -22,9 +22,9 @@ from omegaconf import OmegaConf
 from arenabench import judges, rewards
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, mask_unreliable
 from arenabench.engine import Engine
+from arenabench.tiny_model import WORDS
+from arenabench.trainers.scoring import overlap_quality
 from arenabench.trainers.verl import launch, reward_workers
-from arenabench.trainers.verl.scoring import overlap_quality
-from arenabench.trainers.verl.tiny_model import WORDS
 from arenabench.types import Group, Trajectory
 
 pytestmark = pytest.mark.slow  # ~25 s each on 2 cores: a Ray actor start and 4096 Ray calls

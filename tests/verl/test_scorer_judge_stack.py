@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from helpers import expected_group, logging_worker, verl_batch
 
+from arenabench.trainers.scoring import judge_stack
 from arenabench.trainers.verl import launch
 from arenabench.trainers.verl.barrier import ReadyGroup
-from arenabench.trainers.verl.scoring import ArenaScorer, Response, judge_stack
+from arenabench.trainers.verl.scoring import ArenaScorer, Response
 
 PROMPTS = {"a": ("copy: red green blue", "red green blue"), "b": ("copy: gold pink", "gold pink")}
 TEXTS = {

@@ -60,9 +60,6 @@ class TrainerConfig:
     n_head: int = _at_least(4, 1)
     tie_head: bool = True  # output head = the token embedding (False: a separate linear head)
     threads: int = _at_least(1, 1)  # torch threads
-    # sampling with a KV cache: the stacked trainer (stacked.py) has only this sampler, so false
-    # is refused with the reason (it was the full re-forward, before issue 28's stacked seeds)
-    kv_cache: bool = True
 
 
 @dataclass(frozen=True)

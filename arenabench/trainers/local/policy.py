@@ -2,11 +2,12 @@
 
 Two samplers draw from the same distribution: :func:`sample` re-runs the whole sequence for every
 new token (the original path), ``sample(..., kv_cache=True)`` keeps each layer's keys and values and
-feeds only the new token (a KV cache: ~5× less compute for 4 + 8 tokens; the trainer's default,
-``trainer.kv_cache``). Their logits differ by float rounding only (≲ 1e-6: a matmul or softmax
-over fewer rows sums in another order), so a sampled token can differ where two tokens' cumulative
-probabilities straddle the uniform draw; after the first such token a run's trajectory diverges
-(same distribution, other draws). ``tests/trainers/local/test_sampler.py`` measures both facts.
+feeds only the new token (a KV cache: ~5× less compute for 4 + 8 tokens; the trainer's only
+sampler, ``trainers/local/stacked.py``). Their logits differ by float rounding only (≲ 1e-6: a
+matmul or softmax over fewer rows sums in another order), so a sampled token can differ where two
+tokens' cumulative probabilities straddle the uniform draw; after the first such token a run's
+trajectory diverges (same distribution, other draws). ``tests/trainers/local/test_sampler.py``
+measures both facts.
 """
 
 from __future__ import annotations

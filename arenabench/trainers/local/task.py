@@ -222,6 +222,3 @@ class ChainTask(PreferenceTask):
 
     def meta(self, prompt_id):
         return {"prompt_id": prompt_id, "answer": str(int(self.targets[prompt_id]))}
-
-
-from arenabench.trainers.local import hackable  # noqa: E402, F401  (registers task=hackable)

@@ -248,11 +248,6 @@ def train_seeds(
     steps, K, N = rc0.steps, rc0.prompts_per_step, rc0.group_size
     if K < 1 or N < 1 or steps < 0:
         raise ValueError(f"need prompts_per_step >= 1, group_size >= 1, steps >= 0; got {K}, {N}, {steps}")
-    if not tc.kv_cache:
-        raise ValueError(
-            "trainer.kv_cache=false (the full re-forward sampler) is gone: the local trainer samples "
-            "with a KV cache in stacked batches since issue 28 (trainers/local/stacked.py)"
-        )
     torch.set_num_threads(tc.threads)
     task_cfg = dict(cfg["task"])
     task = TASKS.get(task_cfg.pop("name"), **task_cfg)

@@ -8,11 +8,12 @@
         --judge-url http://127.0.0.1:8000 --judge-model Qwen/Qwen3-8B --api-key-env '' \\
         --device auto --steps 100 --max-completion-length 16       # a `vllm serve` judge
 
-The default model is built locally (:func:`arenabench.tiny_model.build_tiny_model` on the verl
-adapter's colour-word corpus: a BPE tokenizer and a random 2-layer Llama), then given a cold-start
-SFT (:func:`warm_start`: an imperfect copier); the prompts ask to copy one colour word
+The default model is built locally (:func:`arenabench.tiny_model.build_tiny_model` on the
+colour-word copy task's corpus, the verl adapter's too: a BPE tokenizer and a random 2-layer
+Llama), then given a cold-start SFT (:func:`warm_start`: an imperfect copier); the prompts ask to
+copy one colour word
 (``--min-words``/``--max-words``), and the simulated judge's hidden quality is the ``overlap`` of a
-completion with it (:func:`arenabench.trainers.verl.scoring.overlap_quality`). The run prints the
+completion with it (:func:`arenabench.trainers.scoring.overlap_quality`). The run prints the
 policy's true quality before and after training (:func:`true_quality`); every default and why, and
 what it learns against a control: docs/trl.md (:mod:`arenabench.trainers.trl.learning`). Needs the
 ``trl`` extra.
@@ -38,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from arenabench.tiny_model import COPY_CHAT_TEMPLATE, COPY_SPECIAL_TOKENS, WORDS, copy_corpus
+from arenabench.trainers.scoring import QUALITIES, overlap_quality
 from arenabench.trainers.trl.reward import OUTPUTS, RECOMMENDED_SCALE_REWARDS, ArenaReward
-from arenabench.trainers.verl.scoring import QUALITIES, overlap_quality
-from arenabench.trainers.verl.tiny_model import CHAT_TEMPLATE, SPECIAL, WORDS, corpus
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # TRL 1.16's
 # TRL's CISPO caps the IS weight at ``epsilon_high`` itself (``clamp(r, max=epsilon_high)``), not at
@@ -51,16 +52,17 @@ CISPO_EPSILON_HIGH = 1.2
 
 
 def build_model(path: str | Path) -> Path:
-    """The tiny local causal LM (idempotent): the verl adapter's colour-word tokenizer + 2-layer Llama."""
+    """The tiny local causal LM (idempotent): the colour-word copy task's tokenizer + 2-layer Llama
+    (``arenabench.tiny_model``, the verl adapter's too)."""
     from arenabench.tiny_model import build_tiny_model
 
     return build_tiny_model(
         path,
         vocab_size=512,
         max_len=512,
-        corpus=corpus(),
-        special_tokens=SPECIAL,
-        chat_template=CHAT_TEMPLATE,
+        corpus=copy_corpus(),
+        special_tokens=COPY_SPECIAL_TOKENS,
+        chat_template=COPY_CHAT_TEMPLATE,
     )
 
 

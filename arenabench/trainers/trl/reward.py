@@ -41,7 +41,9 @@ thread, ``GRPOTrainer.async_loop``); the engine — whose LLM judges block on ne
 runs in a one-thread executor, so the loop stays free for other async reward functions and tools.
 :meth:`ArenaReward.score` is the same thing, synchronous.
 
-No TRL import here: the module runs (and is tested) without TRL installed.
+The constructor, judge stack, engine, masking and the simulated judge's hidden quality are the
+adapters' shared kit (:mod:`arenabench.trainers.scoring`, also verl's). No TRL import here: the
+module runs (and is tested) without TRL installed.
 """
 
 from __future__ import annotations
@@ -59,13 +61,12 @@ from typing import Any
 
 import numpy as np
 
-from arenabench import rewards
-from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
 from arenabench.diagnostics import health_metrics
-from arenabench.engine import StepStats, build_engine
+from arenabench.engine import StepStats
 from arenabench.judges.stack import JudgeStack
 from arenabench.registry import unknown_message
-from arenabench.trainers.verl.scoring import hidden_quality, judge_stack
+from arenabench.trainers.scoring import GroupScoring, routed
 from arenabench.types import ConstructorResult, Group, Trajectory
 
 OUTPUTS = ("advantage", "reward")
@@ -151,32 +152,15 @@ def recover_groups(prompts: Sequence[Any], num_generations: int) -> list[range]:
     return out
 
 
-class _Bare:
-    """A judge without accounting (``stats``), e.g. :class:`~arenabench.judges.FailingJudge`,
-    in the place of a :class:`JudgeStack`: no per-step stack metrics."""
-
-    def __init__(self, base):
-        self.base = base
-
-    def judge_pairs(self, requests):
-        return self.base.judge_pairs(requests)
-
-    def score_points(self, requests):
-        return self.base.score_points(requests)
-
-    def step_metrics(self) -> dict[str, float]:
-        return {}
-
-
 class ArenaReward:
     """A TRL reward function (async) from a constructor and a judge; see the module docstring.
 
     ``reward``: a constructor name or a ``reward`` config mapping (:func:`arenabench.rewards.build`).
     ``judge``: a ``judge`` config mapping built like the other trainers'
-    (:func:`arenabench.trainers.verl.scoring.judge_stack` → :meth:`JudgeStack.from_config`: any
+    (:func:`arenabench.trainers.scoring.judge_stack` → :meth:`JudgeStack.from_config`: any
     ``kind``, ``cache``, ``faults``, and for the simulated judge ``quality`` = ``overlap`` (token F1
     of the completion vs the dataset column ``answer_key``, the hash when the row has none),
-    ``hash`` or ``constant``: :func:`~arenabench.trainers.verl.scoring.hidden_quality`), a ready
+    ``hash`` or ``constant``: :func:`~arenabench.trainers.scoring.hidden_quality`), a ready
     :class:`JudgeStack`, or a bare judge object (wrapped in a stack when it keeps ``stats``).
     ``num_generations``: TRL's ``GRPOConfig.num_generations``. ``anchor="first"``: completion 0
     of each group is the anchor of anchor-based constructors (TRL samples every completion, so it
@@ -207,23 +191,19 @@ class ArenaReward:
             raise ValueError(unknown_message("anchor rule", anchor, list(ANCHORS)))
         if int(num_generations) < 2:
             raise ValueError(f"num_generations must be >= 2 (a group to compare); got {num_generations!r}")
-        self.constructor = rewards.build({"name": reward} if isinstance(reward, str) else reward)
-        if isinstance(judge, JudgeStack):
-            self.stack, self.quality = judge, None
-        elif judge is not None and not isinstance(judge, Mapping):  # a bare judge object
-            self.stack = JudgeStack(judge) if hasattr(judge, "stats") else _Bare(judge)
-            self.quality = None
-        else:
-            self.stack, self.quality = judge_stack(judge if judge is not None else {"kind": "simulated"})
-        # validates max_failed_share too: here, not at the first call
-        self.engine = build_engine(
-            self.stack,
+        # constructor, judge stack and engine (the adapters' shared kit); validates
+        # max_failed_share too: here, not at the first call
+        self.kit = GroupScoring.build(
+            {"name": reward} if isinstance(reward, str) else reward,
+            judge,
             seed=seed,
             max_retries=max_retries,
             schedule=schedule,
             max_inflight=max_inflight,
             max_failed_share=max_failed_share,
         )
+        self.constructor, self.stack, self.quality = self.kit.constructor, self.kit.stack, self.kit.quality
+        self.engine = self.kit.engine
         self.max_failed_share = max_failed_share
         self.num_generations = int(num_generations)
         self.output = output
@@ -311,9 +291,7 @@ class ArenaReward:
             trajs = []
             for m, i in enumerate(rows):
                 text = _completion_text(completions[i])
-                meta: dict[str, Any] = {}
-                if self.quality is not None:
-                    meta["quality"] = hidden_quality(self.quality, text, answer)
+                meta = self.kit.meta(text, answer)
                 n_tokens = len(ids[i]) if ids is not None else len(text.split())
                 trajs.append(Trajectory(f"{k}:{m}", text, int(n_tokens), meta))
             gmeta = {} if answer is None else {"answer": str(answer)}  # what verifiers (adaptive) read
@@ -334,12 +312,11 @@ class ArenaReward:
     def _record(self, step: int, groups: list[Group], out, stack_metrics: dict[str, float]) -> RewardCall:
         values: list[float | None] = []
         masked = []
-        routed = []
+        was_routed = []
         for res in out.results:
-            bad = is_masked(res, self.max_failed_share)
+            bad = self.kit.masked(res)
             masked.append(bad)
-            summary = res.extra.get("summary", {}) if isinstance(res.extra, dict) else {}
-            routed.append(float(summary.get("routed", 1.0 if res.judge_calls > 0 else 0.0)))
+            was_routed.append(routed(res))
             src = res.advantage if self.output == "advantage" else res.reward
             for i in range(len(res.advantage)):
                 if bad or math.isnan(float(res.rank[i])) or not math.isfinite(float(src[i])):
@@ -358,7 +335,7 @@ class ArenaReward:
             "arena/retries": float(out.stats.retries),
             "arena/waves": float(out.stats.waves),
             "arena/judge_batches": float(out.stats.judge_batches),
-            "arena/routed_share": float(np.mean(routed)) if routed else 0.0,
+            "arena/routed_share": float(np.mean(was_routed)) if was_routed else 0.0,
             "arena/masked_groups": float(sum(masked)),
             "arena/none_rewards": float(n_none),
             "arena/judge_calls_total": self.totals["judge_calls"],

@@ -1,4 +1,6 @@
-"""``arenabench-verl``: a thin wrapper over ``verl.trainer.main_ppo``.
+"""``arenabench-verl``: the launcher around ``verl.trainer.main_ppo`` — it composes the config,
+owns the run's MLflow record, resume state and signal handling, and leaves verl's training loop
+as it is.
 
 It composes one of ``conf/verl/*.yaml`` — verl's own ``ppo_trainer`` config, our wiring
 (``conf/verl/base.yaml``), a constructor from ``conf/reward``, a judge from ``conf/judge`` (or

@@ -1,5 +1,9 @@
 """Turn closed groups of decoded responses into constructor advantages (no verl import).
 
+The constructor, judge stack, engine, masking and the simulated judge's hidden quality are the
+adapters' shared kit (:mod:`arenabench.trainers.scoring`); this module adds verl's side: the
+barrier's groups in, ``reward_score`` and ``reward_extra_info`` out.
+
 :class:`ArenaScorer` is the barrier's scorer: it builds one :class:`~arenabench.types.Group` per
 ready group and runs the engine **once** over all of them, so every wave of every group goes to
 the judge as one batch. Each member gets its constructor advantage as ``reward_score`` (0 for all
@@ -17,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arenabench import rewards
-from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
-from arenabench.engine import build_engine
-from arenabench.judges.stack import TOKEN_METRICS, JudgeStack
+from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE
+from arenabench.judges.stack import TOKEN_METRICS
 from arenabench.registry import unknown_message
-from arenabench.types import Group, Trajectory, content_hash
+from arenabench.trainers.scoring import GroupScoring, routed
+from arenabench.types import Group, Trajectory
 
 # every sample's reward_extra_info carries exactly these keys (floats)
 EXTRA_KEYS = (
@@ -40,7 +43,6 @@ EXTRA_KEYS = (
     "arena_lost",  # the group's judge requests lost to an outage (any: masked; docs/faults.md)
 )
 
-QUALITIES = ("overlap", "hash", "constant")
 # the judge stack's per-run counters the reward manager sums into each training step's point,
 # under the local trainer's names (arenabench.judges.stack; docs/faults.md, docs/tokens.md):
 # judge_backend_calls = judge_answered + judge_resent + judge_lost for a served judge, plus
@@ -65,65 +67,6 @@ class Response:
     ground_truth: Any = None
     data_source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-def _tokens(text: str) -> list[str]:
-    return str(text).lower().split()
-
-
-def overlap_quality(text: str, ground_truth: Any) -> float:
-    """Token F1 of ``text`` against ``ground_truth`` mapped to the simulated judge's logit scale
-    (``4·F1 − 2``, so F1 0 → −2, 1 → +2): a stand-in for "how good is this answer" that real
-    rollouts have, so a simulated judge can rank them. No ground truth: :func:`hash_quality`."""
-    if ground_truth is None or str(ground_truth).strip() == "":
-        return hash_quality(text)
-    a, b = _tokens(text), _tokens(str(ground_truth))
-    if not a or not b:
-        return -2.0
-    common = sum(min(a.count(w), b.count(w)) for w in set(a))
-    f1 = 0.0 if common == 0 else 2 * common / (len(a) + len(b))
-    return 4.0 * f1 - 2.0
-
-
-def hash_quality(text: str) -> float:
-    """A deterministic pseudo-quality in [−2, 2) from the text's content hash (plumbing tests)."""
-    return 4.0 * (content_hash(text) % 1_000_003) / 1_000_003 - 2.0
-
-
-def hidden_quality(kind: str, text: str, ground_truth: Any) -> float:
-    """The simulated judge's hidden quality of a rollout, by ``kind`` (:data:`QUALITIES`):
-    ``overlap`` (:func:`overlap_quality`, the task), ``hash`` (:func:`hash_quality`, plumbing) or
-    ``constant`` (0 for every text: the judge cannot tell rollouts apart and ranks only its own
-    noise — the control for "does training on this judge learn the task?")."""
-    if kind == "overlap":
-        return overlap_quality(text, ground_truth)
-    if kind == "hash":
-        return hash_quality(text)
-    if kind == "constant":
-        return 0.0
-    raise ValueError(unknown_message("simulated-judge quality", kind, list(QUALITIES)))
-
-
-def judge_stack(cfg: Mapping[str, Any]) -> tuple[JudgeStack, str | None]:
-    """The scorer's judge, built like the local trainer's (:meth:`JudgeStack.from_config`: any
-    ``kind`` of :func:`arenabench.judges.build`, optional ``cache`` and ``faults``), plus
-    ``quality``, the one verl-only key: how a real response gets the hidden quality a simulated
-    judge needs (``overlap`` | ``hash``; None for real judges, which read the text). A
-    comma-separated ``base_urls`` string (from an env var) is split into a list."""
-    cfg = dict(cfg)
-    quality = cfg.pop("quality", "overlap")
-    kind = cfg.get("kind", "simulated")
-    if kind == "simulated":
-        if quality not in QUALITIES:
-            raise ValueError(unknown_message("simulated-judge quality", quality, list(QUALITIES)))
-    else:
-        quality = None
-    urls = cfg.get("base_urls")
-    if kind == "openai" and isinstance(urls, str):  # "http://a:8001,http://b:8001" from an env var
-        cfg["base_urls"] = [u.strip() for u in urls.split(",") if u.strip()]
-    # the simulator's verdicts depend on how quality was derived, not on the text alone
-    key_extra = {"quality": quality} if quality else None
-    return JudgeStack.from_config(cfg, key_extra=key_extra), quality
 
 
 @dataclass(frozen=True)
@@ -163,20 +106,22 @@ class ArenaScorer:
     ):
         if anchor not in ("first", "none"):
             raise ValueError(unknown_message("anchor rule", anchor, ["first", "none"]))
-        self.constructor = rewards.build(reward)
-        if state_dir:
-            keep_state(self.constructor, Path(state_dir))
-        self.stack, self.quality = judge_stack(judge)
-        self.judge = self.stack.base
-        # validates max_failed_share too: here, not at the first flush
-        self.engine = build_engine(
-            self.stack,
+        # constructor, judge stack and engine (the adapters' shared kit); validates
+        # max_failed_share too: here, not at the first flush
+        self.kit = GroupScoring.build(
+            reward,
+            dict(judge),
             seed=seed,
             max_retries=max_retries,
             schedule=schedule,
             max_inflight=max_inflight,
             max_failed_share=max_failed_share,
         )
+        self.constructor, self.stack, self.quality = self.kit.constructor, self.kit.stack, self.kit.quality
+        self.engine = self.kit.engine
+        if state_dir:
+            keep_state(self.constructor, Path(state_dir))
+        self.judge = self.stack.base
         self.anchor = anchor
         self.max_failed_share = max_failed_share
         self.masked_groups = 0  # cumulative groups masked (advantage 0: the judge mostly failed)
@@ -198,9 +143,7 @@ class ArenaScorer:
         first = items[0]
         trajs = []
         for k, r in enumerate(items):
-            meta = dict(r.meta)
-            if self.quality is not None:
-                meta["quality"] = hidden_quality(self.quality, r.text, r.ground_truth)
+            meta = self.kit.meta(r.text, r.ground_truth, r.meta)
             trajs.append(Trajectory(f"{ready.uid}:{k}", r.text, int(r.n_tokens), meta))
         gmeta = {"uid": ready.uid, "data_source": first.data_source}
         if first.ground_truth is not None:
@@ -229,13 +172,12 @@ class ArenaScorer:
             self.totals["failures"] += out.stats.failures
             self.totals["groups"] += len(groups)
             self.totals["waves"] += out.stats.waves
-            advs, masked = mask_unreliable(out.results, self.max_failed_share)
+            advs, masked = self.kit.advantages(out.results)
             self.masked_groups += masked
         results = []
         for ready, res, adv in zip(ready_groups, out.results, advs, strict=True):
-            masked_flag = float(is_masked(res, self.max_failed_share))
-            summary = res.extra.get("summary", {}) if isinstance(res.extra, dict) else {}
-            routed = float(summary.get("routed", 1.0 if res.judge_calls > 0 else 0.0))
+            masked_flag = float(self.kit.masked(res))
+            was_routed = routed(res)
             per = []
             for i in range(len(ready.payloads)):
                 rank = float(res.rank[i])
@@ -249,7 +191,7 @@ class ArenaScorer:
                             "arena_judge_calls": float(res.judge_calls),
                             "arena_failures": float(res.failures),
                             "arena_waves": float(res.waves),
-                            "arena_routed": routed,
+                            "arena_routed": was_routed,
                             "arena_timed_out": float(ready.timed_out),
                             "arena_late": float(ready.late),
                             "arena_flush_groups": float(len(ready_groups)),

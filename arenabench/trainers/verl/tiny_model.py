@@ -2,8 +2,8 @@
 
 For the GPU smoke test and the CPU tests: the one tiny-model builder
 (:func:`arenabench.tiny_model.build_tiny_model`: byte-level BPE + 2-layer random Llama) trained
-on colour-word lines, and verl-format parquet files (``prompt`` chat messages,
-``reward_model.ground_truth``, ``extra_info.split``).
+on the colour-word copy task's lines (``tiny_model.copy_corpus``), and verl-format parquet files
+(``prompt`` chat messages, ``reward_model.ground_truth``, ``extra_info.split``).
 Each prompt asks to copy a few colour words; the reference answer is those words, which is what
 the simulated judge's ``overlap`` quality compares against.
 
@@ -16,37 +16,13 @@ import argparse
 import random
 from pathlib import Path
 
-from arenabench.tiny_model import build_tiny_model
-
-WORDS = (
-    "red",
-    "green",
-    "blue",
-    "yellow",
-    "black",
-    "white",
-    "orange",
-    "purple",
-    "pink",
-    "brown",
-    "grey",
-    "gold",
+from arenabench.tiny_model import (
+    COPY_CHAT_TEMPLATE,
+    COPY_SPECIAL_TOKENS,
+    WORDS,
+    build_tiny_model,
+    copy_corpus,
 )
-# the chat role markers are special tokens (one id each, dropped by decode)
-SPECIAL = ("<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>")
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
-
-
-def corpus(n: int = 200, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n):
-        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
-        lines.append(f"copy: {words}\n{words} Answer: {words}")
-    return lines
 
 
 def write_dataset(out_dir: str | Path, n_train: int = 16, n_val: int = 4, seed: int = 0) -> tuple[Path, Path]:
@@ -85,9 +61,9 @@ def build_all(out_dir: str | Path) -> Path:
         out / "model",
         vocab_size=512,
         max_len=512,
-        corpus=corpus(),
-        special_tokens=SPECIAL,
-        chat_template=CHAT_TEMPLATE,
+        corpus=copy_corpus(),
+        special_tokens=COPY_SPECIAL_TOKENS,
+        chat_template=COPY_CHAT_TEMPLATE,
     )
     write_dataset(out / "data")
     return out

@@ -162,9 +162,11 @@ def test_a_batch_must_differ_only_in_seed():
         train_seeds([_cfg(0), _cfg(0)], progress=False)
 
 
-def test_the_full_reforward_sampler_is_refused_with_the_reason():
-    cfg = _cfg(0) | {"trainer": {"kv_cache": False}}
-    with pytest.raises(ValueError, match="kv_cache=false"):
+def test_the_retired_kv_cache_option_is_an_unknown_key():
+    """``trainer.kv_cache`` (the full re-forward sampler's switch, refused since issue 28) is gone:
+    the local trainer samples with a KV cache only, and the key is refused like any unknown one."""
+    cfg = _cfg(0) | {"trainer": {"kv_cache": True}}
+    with pytest.raises(ValueError, match="kv_cache"):
         train(cfg, progress=False)
 
 

@@ -15,8 +15,8 @@ from arenabench import rewards
 from arenabench.advantages import mask_unreliable
 from arenabench.engine import Engine
 from arenabench.judges import FailingJudge
+from arenabench.trainers.scoring import judge_stack
 from arenabench.trainers.trl import ArenaReward, GroupLayoutError, recover_groups
-from arenabench.trainers.verl.scoring import judge_stack
 
 WORDS = ["red", "green", "blue", "gold", "pink", "grey", "white", "black"]
 
@@ -258,7 +258,7 @@ def test_constant_quality_is_a_judge_blind_to_the_task():
     """``quality: constant`` (the learning study's control): every completion has hidden quality 0,
     so the judge's verdicts carry no information about the task — yet it still judges every match
     (the tournament ranks its noise), so training takes steps of the same scale."""
-    from arenabench.trainers.verl.scoring import hidden_quality
+    from arenabench.trainers.scoring import hidden_quality
 
     assert hidden_quality("overlap", "red green", "red green") == 2.0
     assert hidden_quality("overlap", "gold", "red") == -2.0

@@ -9,8 +9,8 @@ import pytest
 
 from arenabench import rewards
 from arenabench.engine import Engine
+from arenabench.trainers.scoring import judge_stack
 from arenabench.trainers.trl import ArenaReward, GroupLayoutError, example
-from arenabench.trainers.verl.scoring import judge_stack
 
 pytestmark = [pytest.mark.trl, pytest.mark.slow]
 
