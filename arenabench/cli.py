@@ -356,7 +356,8 @@ def _calibrate_persistent(args, table, label: str, holdout: list[str], fit_on: l
         _emit(format_explain(f.explain), args.explain_table)
     if args.plot:
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot_fit(f.rows, args.plot, f"{name}: persistent model, fit on {', '.join(fit_on)}")
+        title = f"{name}: persistent model, fit on {len(fit_on)} source(s)"
+        plot_fit(_on_unit_scale(f.rows), args.plot, title)
     if holdout:
         held = judge_data(table.select(label, holdout), label)
         pair_set, predicted, measured = fit_pair_set_persistent(f, held, n_sim=args.n_sim)
@@ -371,11 +372,16 @@ def _calibrate_persistent(args, table, label: str, holdout: list[str], fit_on: l
         if args.plot:
             stem = Path(args.plot)
             plot_fit(
-                rows,
+                _on_unit_scale(rows),
                 str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
                 f"{name} (persistent): predicted on {', '.join(holdout)}",
             )
     return 0
+
+
+def _on_unit_scale(rows: list[dict]) -> list[dict]:
+    """The fit plot's rows without the ratio and the logit coefficients (off its 0-1 axis; in the table)."""
+    return [r for r in rows if not r["statistic"].endswith(("_ratio", "_coef"))]
 
 
 def format_explain(rows: list[dict]) -> str:

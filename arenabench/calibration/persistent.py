@@ -295,20 +295,28 @@ def fit_persistent(
         pred = np.array([got.get(t, np.nan) for t in targets])
         return float(np.nansum(((pred - obs) / se) ** 2)) + (1e6 if np.any(np.isnan(pred)) else 0.0)
 
-    x0 = np.array([s for _, s, _ in free])
-    simplex = np.vstack([x0] + [x0 + 0.5 * e for e in np.eye(len(x0))])
-    best = minimize(
-        loss,
-        x0,
-        method="Nelder-Mead",
-        options={
-            "maxfev": maxfev,
-            "xatol": 1e-3,
-            "fatol": 1e-3,
-            "adaptive": True,
-            "initial_simplex": simplex,
-        },
-    )
+    def search(x0, step):
+        simplex = np.vstack([x0] + [x0 + step * e for e in np.eye(len(x0))])
+        return minimize(
+            loss,
+            x0,
+            method="Nelder-Mead",
+            options={
+                "maxfev": maxfev,
+                "xatol": 1e-3,
+                "fatol": 1e-3,
+                "adaptive": True,
+                "initial_simplex": simplex,
+            },
+        )
+
+    # Nelder-Mead in ~10 dimensions on a piecewise-constant objective can stop on a collapsed
+    # simplex: restart once from its best point with a fresh, smaller simplex; keep the better
+    best = search(np.array([s for _, s, _ in free]), 0.5)
+    again = search(best.x, 0.25)
+    evaluations = int(best.nfev + again.nfev)
+    if again.fun < best.fun:
+        best = again
     p = unpack(best.x)
     judge, sim = run(p)
     fitted = _values(measure(sim, n_boot=0, persistence=True))
@@ -336,7 +344,7 @@ def fit_persistent(
         fitted,
         targets,
         float(best.fun),
-        int(best.nfev),
+        evaluations,
         n_sim,
         gap_mu=p["gap_mu"],
         gap_sigma=p["gap_sigma"],
