@@ -89,6 +89,17 @@ class OpenAIJudge(LLMJudge):
 
     # a served judge with continuous batching: Engine(schedule="auto") pipelines the groups
     prefers_pipelined = True
+    # where and how a request is sent, never what it answers: not in the cache key (judges/llm.py)
+    transport_params = (
+        "base_urls",
+        "api_key_env",
+        "max_concurrency",
+        "timeout_s",
+        "retries",
+        "backoff_s",
+        "outage_deadline_s",
+        "max_backoff_s",
+    )
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from arenabench.types import JudgeFailure, PairJudgment
 
+PARSER_VERSION = 1  # part of the cache key (judges/llm.py): bump when a reply could parse differently
 _KEY_RE = re.compile(r'"(score_a|score_b|winner)"\s*:')
 _DECODER = json.JSONDecoder()
 _WINNER_SCORES = {"A": (10.0, 0.0), "B": (0.0, 10.0), "tie": (5.0, 5.0)}
@@ -177,4 +178,4 @@ def verdict_label_probability(
     return None
 
 
-__all__ = ["label_probability", "parse_verdict", "verdict_label_probability"]
+__all__ = ["PARSER_VERSION", "label_probability", "parse_verdict", "verdict_label_probability"]
