@@ -58,7 +58,7 @@ from typing import Any
 from arenabench.asyncrun import run_coroutine
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
-from arenabench.judges.parsing import parse_verdict, verdict_label_probability
+from arenabench.judges.parsing import MAX_REPLY_CHARS, parse_verdict, verdict_label_probability
 from arenabench.types import OUTAGE, JudgeFailure, PairJudgment, PairRequest
 
 _RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
@@ -118,6 +118,7 @@ class OpenAIJudge(LLMJudge):
         top_logprobs: int = 0,
         outage_deadline_s: float = DEFAULT_OUTAGE_DEADLINE_S,
         max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -138,6 +139,9 @@ class OpenAIJudge(LLMJudge):
         self.endpoints = [u + "/v1/chat/completions" for u in self.base_urls]
         if top_logprobs < 0:
             raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
+        if max_reply_chars < 1:
+            raise ValueError(f"max_reply_chars must be >= 1; got {max_reply_chars}")
+        self.max_reply_chars = int(max_reply_chars)
         super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.api_key_env = api_key_env
         self.max_concurrency = int(max_concurrency)
@@ -323,7 +327,7 @@ class OpenAIJudge(LLMJudge):
         try:
             async with session.post(url, json=body) as resp:
                 status = resp.status
-                raw = await resp.read()
+                raw = await self._read_capped(resp)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self._latencies.append(time.perf_counter() - t0)
             what = "timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
@@ -335,7 +339,24 @@ class OpenAIJudge(LLMJudge):
             return JudgeFailure(f"http: status {status}")
         return self._read_reply(raw, secret)
 
-    def _read_reply(self, raw: bytes, secret: str | None) -> PairJudgment | JudgeFailure:
+    def _body_limit(self) -> int:
+        """Bytes of a response body read at most: the reply cap in UTF-8 (4 bytes a character) plus
+        room for the envelope and logprobs (a token's top-k alternatives, ~64 bytes each)."""
+        return 4 * self.max_reply_chars + 64 * self.max_tokens * (self.top_logprobs + 1) + (1 << 16)
+
+    async def _read_capped(self, resp) -> bytes | None:
+        """The body, or None once it passes :meth:`_body_limit` (the rest is not read)."""
+        limit, chunks, size = self._body_limit(), [], 0
+        async for chunk in resp.content.iter_chunked(1 << 16):
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _read_reply(self, raw: bytes | None, secret: str | None) -> PairJudgment | JudgeFailure:
+        if raw is None:
+            return JudgeFailure(f"bad response: body over {self._body_limit()} bytes")
         try:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -360,7 +381,7 @@ class OpenAIJudge(LLMJudge):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             return JudgeFailure("bad response: choices[0].message.content is not a string")
-        verdict = parse_verdict(content)
+        verdict = parse_verdict(content, self.max_reply_chars)
         if isinstance(verdict, JudgeFailure) or not self.top_logprobs:
             return verdict
         return PairJudgment(verdict.score_a, verdict.score_b, prob_a=_reply_prob_a(choices[0]))
