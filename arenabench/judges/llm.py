@@ -71,6 +71,8 @@ class LLMJudge(JudgeAccounting):
         top_logprobs: int,
         mask_tool_outputs: bool,
     ):
+        if not isinstance(model, str) or model.strip() in ("", "???"):
+            raise ValueError(f"model is required (a model name or path); got {model!r}")
         self.model = model
         self.rubric_name = rubric
         self.rubric = load_rubric(rubric)  # fail early on an unknown rubric

@@ -34,8 +34,10 @@ a request given up (``lost``); ``outage_s`` is the wall time during which at lea
 was between its first transport failure and its reply (the union of those intervals).
 
 Secrets: the API key is read from the environment variable named ``api_key_env`` at every
-batch (``None``, or an unset/empty variable, sends no ``Authorization`` header). It is never
-stored on the judge, logged, shown in ``repr`` or placed in a failure reason or ``stats``.
+batch (``None``, or an unset/empty variable, sends no ``Authorization`` header; a 401/403 reply
+then says so in its failure reason). It is never stored on the judge, logged, shown in ``repr``
+or placed in a failure reason or ``stats``. ``api_key_env`` must look like a variable's name
+(:func:`api_key_env_problem`): a pasted key is refused without being echoed.
 
 Structured decoding: pass the server's own request fields through ``extra_body``, e.g.
 ``extra_body={"structured_outputs": {"regex": VERDICT_REGEX}}`` for vLLM; it is merged into
@@ -50,6 +52,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -67,10 +70,30 @@ DEFAULT_OUTAGE_DEADLINE_S = 120.0  # why this value: docs/faults.md
 DEFAULT_MAX_BACKOFF_S = 10.0
 
 
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def api_key_env_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be ``api_key_env`` (None if it can: null, or an environment variable's
+    NAME such as ``OPENAI_API_KEY``). The value itself is never shown: where a name belongs, a
+    user may have pasted the key."""
+    if name is None:
+        return None
+    if isinstance(name, str) and _ENV_NAME.fullmatch(name):
+        return None
+    size = f"{len(name)} characters" if isinstance(name, str) else f"a {type(name).__name__}"
+    return (
+        "api_key_env must be the NAME of the environment variable that holds the key (capitals, "
+        f"digits and _, e.g. OPENAI_API_KEY), or null; got {size}, not shown (is it the key itself?)"
+    )
+
+
 def _normalize_base_url(url: str) -> str:
     url = str(url).strip().rstrip("/")
     if not url:
         raise ValueError("a base URL must not be empty")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"a base URL must start with http:// or https://; got {url[:60]!r}")
     if url.endswith("/v1"):
         url = url[: -len("/v1")]
     return url
@@ -139,6 +162,12 @@ class OpenAIJudge(LLMJudge):
         self.endpoints = [u + "/v1/chat/completions" for u in self.base_urls]
         if top_logprobs < 0:
             raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0; got {temperature}")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
+        if problem := api_key_env_problem(api_key_env):
+            raise ValueError(problem)
         if max_reply_chars < 1:
             raise ValueError(f"max_reply_chars must be >= 1; got {max_reply_chars}")
         self.max_reply_chars = int(max_reply_chars)
@@ -335,6 +364,9 @@ class OpenAIJudge(LLMJudge):
         self._latencies.append(time.perf_counter() - t0)
         if status in _RETRYABLE_STATUS:
             raise _Retryable(f"http: status {status}")
+        if status in (401, 403) and not secret:  # say why: the key was never sent
+            why = f"{self.api_key_env} is not set" if self.api_key_env else "api_key_env is null"
+            return JudgeFailure(f"http: status {status} (no API key sent: {why})")
         if status != 200:
             return JudgeFailure(f"http: status {status}")
         return self._read_reply(raw, secret)

@@ -98,6 +98,8 @@ class VLLMJudge(LLMJudge):
             raise ValueError(
                 "reasoning_chars and top_logprobs must be >= 0, max_tokens and max_reply_chars >= 1"
             )
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0; got {temperature}")
         self.max_reply_chars = int(max_reply_chars)
         super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.structured = structured

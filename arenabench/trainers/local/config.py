@@ -63,6 +63,10 @@ class TrainerConfig:
     # sampling with a KV cache: the stacked trainer (stacked.py) has only this sampler, so false
     # is refused with the reason (it was the full re-forward, before issue 28's stacked seeds)
     kv_cache: bool = True
+    # judge health as a run outcome: a step in which MORE than this share of the judge requests
+    # still failed after retries stops the run FAILED with the judge's last error (null: never by
+    # share); a first step in which every request failed always does (trainer.py judge_health)
+    max_judge_failure_share: float | None = _between(0.5, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
