@@ -165,3 +165,25 @@ def test_the_sweep_line_shows_judge_failures():
     final = {"eval_sampled_quality": 2.5, "judge_calls": 2000.0, "judge_failures": 37.0, "steps": 200}
     line = job_line(1, 2, 10.0, ["seed=0"], ret, {"wall_s": 3.0, "dir": "/x/0", "final": final})
     assert "10 judge calls/step, 37 judge failures, 3.0 s" in line
+
+
+@pytest.mark.slow
+def test_train_cli_dead_judge_run_is_failed_with_its_error_in_the_store(tmp_path):
+    """End to end: ``arenabench-train`` with a judge that fails everything exits non-zero and its
+    MLflow run is FAILED, the judge's error in its ``judge_error`` tag (it was FINISHED, exit 0)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MPLBACKEND": "Agg"}
+    p = subprocess.run(
+        [sys.executable, "-m", "arenabench.train", "name=dead", "steps=2", "prompts_per_step=2",
+         "group_size=4", "eval_every=0", "probe_size=0", "progress=false",
+         "+judge.faults={rate: 1.0, seed: 0, kinds: [timeout]}", f"hydra.run.dir={tmp_path}/h"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode != 0 and "JudgeHealthError" in p.stderr
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("dead").experiment_id])
+    assert run.info.status == "FAILED"
+    assert run.data.tags["judge_error"].startswith("every judge request of the first step failed")
+    assert "last error: timeout" in run.data.tags["judge_error"]

@@ -353,3 +353,15 @@ def test_engine_pipelines_by_default_and_matches_lockstep(servers):
     for a, b in zip(pipe.results, lock.results, strict=True):
         assert list(a.rank) == list(b.rank) and a.judge_calls == b.judge_calls and a.failures == 0
     assert j._loop_sessions == {}  # closed at the end of the step
+
+
+def test_401_without_a_key_says_why(servers, monkeypatch):
+    """An unset key variable silently sent no auth (issue 43 §4): the failure now says so, and the
+    trainer's judge-health check stops the run with it (tests/test_judge_outcome.py)."""
+    monkeypatch.delenv("ARENABENCH_UNSET_KEY", raising=False)
+    j = judge(servers("status:401").url, api_key_env="ARENABENCH_UNSET_KEY")
+    (r,) = j.judge_pairs(pair_batch(1))
+    assert r.reason == "http: status 401 (no API key sent: ARENABENCH_UNSET_KEY is not set)"
+    monkeypatch.setenv("ARENABENCH_UNSET_KEY", "sk-wrong")
+    (r,) = j.judge_pairs(pair_batch(1))
+    assert r.reason == "http: status 401"  # a key was sent: the server refused it
