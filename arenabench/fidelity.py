@@ -37,6 +37,9 @@ SUMMARY_COLUMNS = ["routed", "zero_adv_before", "prob_extreme", "cyclic", "refer
 # With ``diagnostics``: the judge's health over every comparison of the row (issue 18):
 # position consistency, tie, cycle and failure rates (``arenabench.diagnostics.health_rates``).
 HEALTH_COLUMNS = list(HEALTH_METRICS)
+# Groups the judge left wholly unranked (every request failed): counted at tau = 0 in the means
+# and reported beside them; present only in a row that has some (issue 43).
+FAILED_COLUMNS = ["failed_groups"]
 # The 95% t half-width of a row's mean over its groups (``stats.t_interval``; the groups are
 # independent draws).
 CI_METRICS = ["kendall_tau", "top1", "adv_corr"]
@@ -55,8 +58,16 @@ def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
     """Kendall τ-b / Spearman ρ of the constructor's reward vs true quality, top-1 credit
     (1/k when the true best is among k tied leaders), Pearson r between the constructor's
     advantages and oracle GRPO advantages on true quality, and whether every advantage is
-    zero. A correlation with a constant side (a zero-advantage group) counts as 0: no signal."""
-    score = np.nan_to_num(-res.rank, nan=-np.inf)  # unranked trajectories count as last
+    zero. A correlation with a constant side (a zero-advantage group) counts as 0: no signal.
+
+    Unranked trajectories (their requests failed) count as tied last, below every ranked one; a
+    group the judge left wholly unranked is a constant side, so τ, ρ and r are 0 (no
+    information), never NaN (NaN, dropped by the mean over groups, overstated τ when the judge
+    failed: issue 43). ``failed_group`` marks such a group (:func:`run_fidelity` counts them)."""
+    score = -np.asarray(res.rank, float)
+    unranked = np.isnan(score)
+    if unranked.any():  # tied last: a finite value, so tied pairs compare as ties, not as NaN
+        score[unranked] = score[~unranked].min() - 1.0 if (~unranked).any() else 0.0
     leaders = np.flatnonzero(score == score.max())
     return {
         "kendall_tau": kendall_tau_b(score, q),
@@ -64,6 +75,7 @@ def group_metrics(res: ConstructorResult, q: np.ndarray) -> dict[str, float]:
         "top1": (1.0 / len(leaders)) if int(np.argmax(q)) in leaders else 0.0,
         "adv_corr": pearson(res.advantage, standardize(q)),
         "zero_adv": float(not np.any(res.advantage)),
+        "failed_group": float(unranked.all()),
     }
 
 
@@ -104,7 +116,10 @@ def run_fidelity(
     """One row per constructor (a name or a ``name:key=value`` spec). Groups are run ``chunk``
     at a time (like K prompts of a training step), all in lockstep through one engine.
     ``order``: the slot-order policy for every spec that names none (``rewards.with_order``;
-    the row's name says it). ``diagnostics``: add :data:`HEALTH_COLUMNS` to every row."""
+    the row's name says it). ``diagnostics``: add :data:`HEALTH_COLUMNS` to every row. ``judge``: a
+    preset name, or a judge object. A row whose judge left some groups wholly unranked (every
+    request failed) counts them at τ = 0 in the mean and says how many in ``failed_groups``
+    (:data:`FAILED_COLUMNS`; absent when none)."""
     names = list(constructors) if constructors else rewards.names()
     names = [rewards.with_order(n, order) for n in names]
     built = [rewards.from_spec(n) for n in names]  # fail fast on a bad name or parameter
@@ -112,7 +127,7 @@ def run_fidelity(
         raise ValueError(f"group size must be >= 2 (-N 2 or more); got {group_size}")
     if n_groups < 1:
         raise ValueError(f"groups must be >= 1; got {n_groups}")
-    the_judge = judges.get(judge, seed=seed)
+    the_judge = judges.get(judge, seed=seed) if isinstance(judge, str) else judge
     groups = simulate_groups(n_groups, group_size, seed=seed)
     n_chunks = -(-len(groups) // chunk)
     rows = []
@@ -124,6 +139,7 @@ def run_fidelity(
         df, health = evaluate(cons, groups, the_judge, seed, chunk, bar.update if bar is not None else None)
         per_group[name] = df
         ci = {f"{m}_ci95": _half_width(t_interval(df[m])) for m in CI_METRICS}
+        failed = int(df.pop("failed_group").sum())
         rows.append(
             {
                 "constructor": name,
@@ -131,6 +147,7 @@ def run_fidelity(
                 **df.mean().to_dict(),
                 **ci,
                 **health_rates(*health),
+                **({"failed_groups": failed} if failed else {}),  # beside the mean, never silent
             }
         )
     if bar is not None:
@@ -142,7 +159,8 @@ def run_fidelity(
                 d = paired_t(per_group[row["constructor"]][m], base[m])
                 col = f"{m}_vs_{BASELINE}"
                 row.update({col: d["mean"], f"{col}_ci95": _half_width(d), f"{col}_p": d["p"]})
-    keep = COLUMNS + CI_COLUMNS + PAIRED_COLUMNS + SUMMARY_COLUMNS + (HEALTH_COLUMNS if diagnostics else [])
+    keep = COLUMNS + CI_COLUMNS + PAIRED_COLUMNS + SUMMARY_COLUMNS + FAILED_COLUMNS
+    keep += HEALTH_COLUMNS if diagnostics else []
     return [{k: row[k] for k in keep if k in row} for row in rows]
 
 
@@ -181,8 +199,8 @@ def _row(res: ConstructorResult, group: Group) -> dict:
 
 
 def columns(rows: list[dict]) -> list[str]:
-    """COLUMNS, then the confidence, paired, summary and health columns any row has."""
-    extra = CI_COLUMNS + PAIRED_COLUMNS + SUMMARY_COLUMNS + HEALTH_COLUMNS
+    """COLUMNS, then the confidence, paired, summary, failed-group and health columns any row has."""
+    extra = CI_COLUMNS + PAIRED_COLUMNS + SUMMARY_COLUMNS + FAILED_COLUMNS + HEALTH_COLUMNS
     return COLUMNS + [c for c in extra if any(c in r for r in rows)]
 
 

@@ -338,6 +338,8 @@ def job_line(
     parts = [f"{name} {fmt.format(final[name])}" for name, fmt in SUMMARY if name in final]
     if "judge_calls" in final and final.get("steps"):
         parts.append(f"{final['judge_calls'] / final['steps']:.0f} judge calls/step")
+    if "judge_failures" in final:  # cumulative requests that failed after retries: a sick judge shows
+        parts.append(f"{final['judge_failures']:.0f} judge failures")
     if info.get("skipped"):
         parts.insert(0, "skipped: identical run already FINISHED")
     batch = info.get("batch", 1)

@@ -440,15 +440,22 @@ def preset_yaml(f: Fit, name: str, description: str, sources: list[str], command
     # the judge's token bill is counted like the simulated presets' (docs/tokens.md)
     body = {"kind": "ordinal", **f.params, "seed": seed, "tokenizer": "tiny-bpe", "rubric": "open_writing"}
     body["provenance"] = prov
+    # data text (the description defaults to the recorded files' source names) reaches the file
+    # only through the YAML emitter (``provenance``) or as a comment squeezed to one printable line
+    shown = sorted({_comment(x) for x in sources})
     head = (
-        f"# fitted judge '{name}' (arenabench/judges/ordinal.py): {description}\n"
-        f"# derived by: {command}\n"
-        "# source(s): "
-        + "; ".join(sorted(set(sources))[:3])
-        + (" ..." if len(set(sources)) > 3 else "")
-        + "\n"
+        f"# fitted judge '{_comment(name)}' (arenabench/judges/ordinal.py): {_comment(description)}\n"
+        f"# derived by: {_comment(command)}\n"
+        "# source(s): " + "; ".join(shown[:3]) + (" ..." if len(shown) > 3 else "") + "\n"
     )
     return head + yaml.safe_dump(body, sort_keys=False, width=110, default_flow_style=None)
+
+
+def _comment(text: str) -> str:
+    """``text`` as the rest of one YAML comment line: every character that is not printable
+    (newlines, YAML's other line breaks U+0085/U+2028/U+2029, control and format characters)
+    becomes a space, runs of spaces one; so no data text can end the comment and write a key."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
 
 
 def holdout_rows(measured: dict, predicted: dict[str, float]) -> list[dict]:

@@ -20,13 +20,18 @@ Loaders (``load_files`` picks one by file name and content):
 * our JSONL (``docs/calibration.md``): one judgment per line, the fields of :class:`Judgment`.
 
 A row that cannot be read is skipped and counted by reason (``JudgmentTable.skipped``); a file
-with no usable row is one :class:`CalibrationDataError`.
+with no usable row is one :class:`CalibrationDataError`. A value of the wrong type -- a score
+that is not a finite number (``1e400`` reads as infinity, ``NaN``), a string where a number
+belongs, a number where a string belongs -- is a broken file rather than a judge's answer: one
+:class:`CalibrationDataError` line naming the file, the line (``path:N``) or LLMBar item
+(``path: item N``) and the field.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -129,6 +134,32 @@ class JudgmentTable:
         return Counter((r.judge, r.kind) for r in self.rows)
 
 
+def _bad_value(path: Path, where: str, field: str, why: str) -> CalibrationDataError:
+    """One line naming the file, the line (``path:N``) or item (``path: item N``) and the field."""
+    return CalibrationDataError(f"{path}{where}: field '{field}': {why}")
+
+
+def _shown(v) -> str:
+    r = repr(v)  # repr escapes newlines: the message stays one line
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _number(v, path: Path, where: str, field: str) -> int | float:
+    """``v`` if it is a finite JSON number, else the one-line error (1e400 reads as inf)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise _bad_value(path, where, field, f"not a number ({_shown(v)})")
+    if not math.isfinite(v):
+        raise _bad_value(path, where, field, f"not a finite number ({v})")
+    return v
+
+
+def _integer(v, path: Path, where: str, field: str) -> int:
+    v = _number(v, path, where, field)
+    if v != int(v):
+        raise _bad_value(path, where, field, f"not an integer ({_shown(v)})")
+    return int(v)
+
+
 def _hash(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:12]
 
@@ -181,14 +212,19 @@ def load_llmbar(path: str | Path) -> JudgmentTable:
     out = _Rows(path)
     source = f"llmbar/{subset}"
     rating = strategy.startswith("Rating")
-    for inst in data:
+    for index, inst in enumerate(data):
         try:
             text, o1, o2 = inst["input"], inst["output_1"], inst["output_2"]
             result = inst["results"][-1]
             label = inst.get("label")
-        except (KeyError, IndexError, TypeError):
+        except (KeyError, IndexError, TypeError, AttributeError):
             out.skip("item without input/output_1/output_2/results", 2)
             continue
+        if label is not None and (isinstance(label, bool) or not isinstance(label, int)):
+            raise _bad_value(path, f": item {index}", "label", f"not an integer ({_shown(label)})")
+        for name, v in (("input", text), ("output_1", o1), ("output_2", o2)):
+            if not isinstance(v, str):
+                raise _bad_value(path, f": item {index}", name, f"not a string ({_shown(v)})")
         gold = {1: "a", 2: "b"}.get(label)
         prompt = _hash(text)
         a, b = _hash(text, o1), _hash(text, o2)
@@ -233,18 +269,18 @@ def _jsonl(path: Path, out: _Rows):
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise CalibrationDataError(f"{path}: not readable ({exc})") from None
-    for line in lines:
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             out.skip("not a JSON line")
             continue
         if not isinstance(rec, dict):
             out.skip("not a JSON object")
             continue
-        yield rec
+        yield f":{lineno}", rec
 
 
 def _fastchat_judge(rec: dict) -> str:
@@ -257,9 +293,10 @@ def load_fastchat_pair(path: str | Path) -> JudgmentTable:
     out = _Rows(path)
     seen: Counter = Counter()
     names = {"model_1": "a", "model_2": "b", "tie": "tie"}
-    for rec in _jsonl(path, out):
+    for where, rec in _jsonl(path, out):
+        turn = _integer(rec.get("turn", 1), path, where, "turn")
         try:
-            qid, turn, m1, m2 = rec["question_id"], int(rec.get("turn", 1)), rec["model_1"], rec["model_2"]
+            qid, m1, m2 = rec["question_id"], rec["model_1"], rec["model_2"]
             judge = _fastchat_judge(rec)
         except (KeyError, TypeError, ValueError):
             out.skip("pair record without question_id/model_1/model_2/judge", 2)
@@ -290,15 +327,17 @@ def load_fastchat_single(path: str | Path, grid: tuple[int, int] = FASTCHAT_GRID
     path = Path(path)
     out = _Rows(path)
     seen: Counter = Counter()
-    for rec in _jsonl(path, out):
+    for where, rec in _jsonl(path, out):
+        turn = _integer(rec.get("turn", 1), path, where, "turn")
         try:
-            qid, turn, model = rec["question_id"], int(rec.get("turn", 1)), rec["model"]
+            qid, model = rec["question_id"], rec["model"]
             judge = _fastchat_judge(rec)
             raw = rec["score"]
         except (KeyError, TypeError, ValueError):
             out.skip("single record without question_id/model/judge/score")
             continue
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or raw != int(raw):
+        raw = _number(raw, path, where, "score")
+        if raw != int(raw):
             out.skip("score not an integer")
             continue
         if raw == -1:
@@ -328,6 +367,7 @@ def load_fastchat_single(path: str | Path, grid: tuple[int, int] = FASTCHAT_GRID
 
 FIELDS = tuple(Judgment.__dataclass_fields__)
 REQUIRED = ("judge", "item", "kind", "a")
+INT_FIELDS = ("score", "grid_lo", "grid_hi", "repeat")
 
 
 def load_jsonl(path: str | Path) -> JudgmentTable:
@@ -335,7 +375,7 @@ def load_jsonl(path: str | Path) -> JudgmentTable:
     defaults to the file's stem, ``prompt`` to the item). See ``docs/calibration.md``."""
     path = Path(path)
     out = _Rows(path)
-    for rec in _jsonl(path, out):
+    for where, rec in _jsonl(path, out):
         unknown = sorted(set(rec) - set(FIELDS))
         if unknown:
             out.skip(f"unknown field(s) {', '.join(unknown)}")
@@ -344,10 +384,16 @@ def load_jsonl(path: str | Path) -> JudgmentTable:
         if missing:
             out.skip(f"missing field(s) {', '.join(missing)}")
             continue
+        for name in INT_FIELDS:  # a present value of the wrong type: one line naming it
+            if rec.get(name) is not None:
+                rec[name] = (_number if name == "score" else _integer)(rec[name], path, where, name)
+        for name in FIELDS:
+            if name not in INT_FIELDS and rec.get(name) is not None and not isinstance(rec[name], str):
+                raise _bad_value(path, where, name, f"not a string ({_shown(rec[name])})")
         rec = {"source": path.stem, "prompt": rec["item"], **rec}
         if rec.get("score") is not None:
             s = rec["score"]
-            if isinstance(s, bool) or not isinstance(s, int | float) or s != int(s):
+            if s != int(s):
                 out.skip("score not an integer")
                 continue
             rec["score"] = int(s)

@@ -15,13 +15,17 @@ cached.
 Failures are never cached: a :class:`JudgeFailure` (timeout, malformed reply) is a property
 of that call, not of the request, so a resumed run must ask again. Replies with non-finite
 scores are treated the same way.
+
+A bad row (not JSON, not a JSON object, or not a usable verdict: a missing field, a non-finite
+score) is never fatal: it is skipped, counted (``bad_rows`` in :meth:`JudgmentCache.stats` and
+:meth:`CachedJudge.report`, one warning per batch) and its request asked again, which overwrites it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import sqlite3
@@ -41,6 +45,8 @@ from arenabench.types import (
     pair_reply,
     point_reply,
 )
+
+log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
 _CHUNK = 500  # keys per SELECT ... IN (...) (sqlite's variable limit is >= 999)
@@ -113,6 +119,7 @@ class JudgmentCache:
         self.hits = 0
         self.misses = 0
         self.writes = 0
+        self.bad_rows = 0  # rows skipped as unreadable (module doc)
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
         self._lock = threading.Lock()
@@ -191,8 +198,14 @@ class JudgmentCache:
                     chunk,
                 )
                 for k, v in rows:
-                    with contextlib.suppress(json.JSONDecodeError):  # corrupt row: a miss
-                        found[k] = json.loads(v)
+                    try:
+                        value = json.loads(v)
+                    except (json.JSONDecodeError, TypeError, RecursionError):
+                        value = None
+                    if isinstance(value, dict):
+                        found[k] = value
+                    else:  # corrupt row: a counted miss, asked again
+                        self.bad_rows += 1
             out = {k: found.get(k) for k in keys}
             n_hit = sum(v is not None for v in out.values())
             self.hits += n_hit
@@ -234,6 +247,7 @@ class JudgmentCache:
             "hits": self.hits,
             "misses": self.misses,
             "writes": self.writes,
+            "bad_rows": self.bad_rows,
             "hit_rate": self.hits / asked if asked else math.nan,
         }
 
@@ -248,8 +262,13 @@ def _encode(j: Any) -> dict[str, Any] | None:
 
 
 def _decode(d: Mapping[str, Any]) -> PairJudgment:
+    """A stored verdict; ValueError unless it passes the engine's own check (``pair_reply``)."""
     p = d.get("prob_a")
-    return PairJudgment(float(d["score_a"]), float(d["score_b"]), None if p is None else float(p))
+    j = PairJudgment(float(d["score_a"]), float(d["score_b"]), None if p is None else float(p))
+    ok, why = pair_reply(j)
+    if ok is None:
+        raise ValueError(f"stored verdict unusable: {why}")
+    return ok
 
 
 def _encode_point(x: Any) -> dict[str, Any] | None:
@@ -258,7 +277,10 @@ def _encode_point(x: Any) -> dict[str, Any] | None:
 
 
 def _decode_point(d: Mapping[str, Any]) -> float:
-    return float(d["score"])
+    v, why = point_reply(float(d["score"]))
+    if v is None:
+        raise ValueError(f"stored score unusable: {why}")
+    return v
 
 
 class CachedJudge(WrapperStats):
@@ -293,6 +315,7 @@ class CachedJudge(WrapperStats):
         self.inner_requests = 0  # requests inside them
         self.hits = 0  # distinct keys answered from the cache
         self.misses = 0  # distinct keys sent to the inner judge
+        self.bad_rows = 0  # rows found but unreadable, asked again (module doc)
 
     def __repr__(self) -> str:
         return f"CachedJudge({self.inner!r}, model={self.model!r}, rubric={self.rubric!r})"
@@ -347,12 +370,19 @@ class CachedJudge(WrapperStats):
     def _lookup(self, requests, key_of, decode) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
         """(keys, replies found in the cache, distinct missed requests by key); counts hits/misses."""
         keys = [key_of(r) for r in requests]
+        bad_before = self.cache.bad_rows
         cached = self.cache.get_many(keys)
         replies: dict[str, Any] = {}
         for k, v in cached.items():
             if v is not None:
-                with contextlib.suppress(KeyError, TypeError, ValueError):  # unreadable: ask again
+                try:
                     replies[k] = decode(v)
+                except (KeyError, TypeError, ValueError, AttributeError):  # unreadable: ask again
+                    self.cache.bad_rows += 1
+        bad = self.cache.bad_rows - bad_before
+        if bad:
+            self.bad_rows += bad
+            log.warning("judgment cache %s: %d unreadable row(s) skipped, asked again", self.cache.path, bad)
         todo: dict[str, Any] = {}
         for k, r in zip(keys, requests, strict=True):
             if k not in replies and k not in todo:
@@ -388,6 +418,7 @@ class CachedJudge(WrapperStats):
             "inner_requests": self.inner_requests,
             "judge_hits": self.hits,
             "judge_misses": self.misses,
+            "judge_bad_rows": self.bad_rows,
         }
 
 

@@ -39,17 +39,77 @@ def judge_class(kind: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+LLM_KINDS = ("vllm", "openai")
+_MISSING = (None, "", "???")  # "???": hydra's mandatory value left unset (conf/judge/openai.yaml)
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"})
+
+
 def check(cfg: Mapping[str, Any]) -> None:
     """Validate a judge config without loading a model or opening a connection: the kind, the
     parameter names (and, for the simulated judge, the preset and every value, by building it:
-    it is cheap). Trainers call it before a run starts (``trainers/local/config.validate_run``)."""
+    it is cheap). An LLM judge (:data:`LLM_KINDS`) is built too -- its constructor loads no model
+    and opens no connection -- after :func:`_check_llm`: ``model`` set, a known rubric, and every
+    value its constructor checks (positive timeouts, non-empty http(s) ``base_urls``, an
+    ``api_key_env`` that names a variable). Trainers call it before a run starts
+    (``trainers/local/config.validate_run``)."""
     cfg = dict(cfg)
     kind = cfg.get("kind", "simulated")
     if kind == "simulated":
         build(cfg)
         return
     skip = ("kind", *STACK_KEYS, *TRAINER_KEYS)
-    _check_names(judge_class(kind), kind, {k: v for k, v in cfg.items() if k not in skip})
+    params = {k: v for k, v in cfg.items() if k not in skip}
+    cls = judge_class(kind)
+    _check_names(cls, kind, params)
+    if kind in LLM_KINDS:
+        _check_llm(kind, params)
+        try:
+            cls(**params)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"judge kind {kind!r}: {str(exc).splitlines()[0]}") from None
+
+
+def _check_llm(kind: str, cfg: Mapping[str, Any]) -> None:
+    """What an LLM judge's constructor cannot know (module doc of :func:`check`)."""
+    import os
+
+    from arenabench.judges.prompts import rubrics
+
+    model = cfg.get("model")
+    if not isinstance(model, str) or model.strip() in _MISSING:
+        what = "the served model's name" if kind == "openai" else "a local checkpoint folder or hub id"
+        raise ValueError(f"judge.model is required for judge kind {kind!r} ({what}, e.g. judge.model=...)")
+    rubric = cfg.get("rubric", "open_writing")
+    if rubric not in rubrics():
+        raise ValueError(f"unknown judge.rubric {rubric!r}; available rubrics: {', '.join(rubrics())}")
+    if kind != "openai":
+        return
+    from arenabench.judges.openai_compat import api_key_env_problem
+
+    env = cfg.get("api_key_env", "OPENAI_API_KEY")
+    if problem := api_key_env_problem(env):
+        raise ValueError(f"judge.{problem}")
+    urls = cfg.get("base_urls")
+    urls = [urls] if isinstance(urls, str) else list(urls or [])
+    if not urls:
+        raise ValueError("judge.base_urls must name at least one server (e.g. [http://127.0.0.1:8000])")
+    remote = [
+        u for u in urls if str(u).strip().startswith(("http://", "https://")) and _host(u) not in _LOOPBACK
+    ]
+    if env is not None and not os.environ.get(env) and remote:
+        raise ValueError(
+            f"judge.api_key_env names {env}, which is not set, and {remote[0]} is not on this machine "
+            "(a hosted server needs the key): export it, or judge.api_key_env=null for a server without auth"
+        )
+
+
+def _host(url: Any) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return (urlsplit(str(url).strip()).hostname or "").lower()
+    except ValueError:
+        return ""
 
 
 def _check_names(cls: type, kind: str, cfg: Mapping[str, Any]) -> None:
@@ -74,4 +134,13 @@ def build(cfg: Mapping[str, Any]):
     return cls(**cfg)
 
 
-__all__ = ["JUDGES", "JUDGE_KINDS", "STACK_KEYS", "TRAINER_KEYS", "build", "check", "judge_class"]
+__all__ = [
+    "JUDGES",
+    "JUDGE_KINDS",
+    "LLM_KINDS",
+    "STACK_KEYS",
+    "TRAINER_KEYS",
+    "build",
+    "check",
+    "judge_class",
+]

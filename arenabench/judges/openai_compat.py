@@ -34,8 +34,10 @@ a request given up (``lost``); ``outage_s`` is the wall time during which at lea
 was between its first transport failure and its reply (the union of those intervals).
 
 Secrets: the API key is read from the environment variable named ``api_key_env`` at every
-batch (``None``, or an unset/empty variable, sends no ``Authorization`` header). It is never
-stored on the judge, logged, shown in ``repr`` or placed in a failure reason or ``stats``.
+batch (``None``, or an unset/empty variable, sends no ``Authorization`` header; a 401/403 reply
+then says so in its failure reason). It is never stored on the judge, logged, shown in ``repr``
+or placed in a failure reason or ``stats``. ``api_key_env`` must look like a variable's name
+(:func:`api_key_env_problem`): a pasted key is refused without being echoed.
 
 Structured decoding: pass the server's own request fields through ``extra_body``, e.g.
 ``extra_body={"structured_outputs": {"regex": VERDICT_REGEX}}`` for vLLM; it is merged into
@@ -57,6 +59,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -65,7 +68,7 @@ from typing import Any
 from arenabench.asyncrun import run_coroutine
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
-from arenabench.judges.parsing import parse_score, parse_verdict, verdict_label_probability
+from arenabench.judges.parsing import MAX_REPLY_CHARS, parse_score, parse_verdict, verdict_label_probability
 from arenabench.judges.prompts import POINT_SCALE
 from arenabench.types import OUTAGE, JudgeFailure, PairJudgment, PairRequest, PointRequest
 
@@ -75,10 +78,30 @@ DEFAULT_OUTAGE_DEADLINE_S = 120.0  # why this value: docs/faults.md
 DEFAULT_MAX_BACKOFF_S = 10.0
 
 
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def api_key_env_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be ``api_key_env`` (None if it can: null, or an environment variable's
+    NAME such as ``OPENAI_API_KEY``). The value itself is never shown: where a name belongs, a
+    user may have pasted the key."""
+    if name is None:
+        return None
+    if isinstance(name, str) and _ENV_NAME.fullmatch(name):
+        return None
+    size = f"{len(name)} characters" if isinstance(name, str) else f"a {type(name).__name__}"
+    return (
+        "api_key_env must be the NAME of the environment variable that holds the key (capitals, "
+        f"digits and _, e.g. OPENAI_API_KEY), or null; got {size}, not shown (is it the key itself?)"
+    )
+
+
 def _normalize_base_url(url: str) -> str:
     url = str(url).strip().rstrip("/")
     if not url:
         raise ValueError("a base URL must not be empty")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"a base URL must start with http:// or https://; got {url[:60]!r}")
     if url.endswith("/v1"):
         url = url[: -len("/v1")]
     return url
@@ -97,6 +120,17 @@ class OpenAIJudge(LLMJudge):
 
     # a served judge with continuous batching: Engine(schedule="auto") pipelines the groups
     prefers_pipelined = True
+    # where and how a request is sent, never what it answers: not in the cache key (judges/llm.py)
+    transport_params = (
+        "base_urls",
+        "api_key_env",
+        "max_concurrency",
+        "timeout_s",
+        "retries",
+        "backoff_s",
+        "outage_deadline_s",
+        "max_backoff_s",
+    )
 
     def __init__(
         self,
@@ -116,6 +150,7 @@ class OpenAIJudge(LLMJudge):
         outage_deadline_s: float = DEFAULT_OUTAGE_DEADLINE_S,
         max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
         point_extra_body: dict | None = None,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -136,6 +171,15 @@ class OpenAIJudge(LLMJudge):
         self.endpoints = [u + "/v1/chat/completions" for u in self.base_urls]
         if top_logprobs < 0:
             raise ValueError(f"top_logprobs must be >= 0; got {top_logprobs}")
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0; got {temperature}")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
+        if problem := api_key_env_problem(api_key_env):
+            raise ValueError(problem)
+        if max_reply_chars < 1:
+            raise ValueError(f"max_reply_chars must be >= 1; got {max_reply_chars}")
+        self.max_reply_chars = int(max_reply_chars)
         super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.api_key_env = api_key_env
         self.max_concurrency = int(max_concurrency)
@@ -339,7 +383,7 @@ class OpenAIJudge(LLMJudge):
         try:
             async with session.post(url, json=body) as resp:
                 status = resp.status
-                raw = await resp.read()
+                raw = await self._read_capped(resp)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self._latencies.append(time.perf_counter() - t0)
             what = "timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
@@ -347,13 +391,33 @@ class OpenAIJudge(LLMJudge):
         self._latencies.append(time.perf_counter() - t0)
         if status in _RETRYABLE_STATUS:
             raise _Retryable(f"http: status {status}")
+        if status in (401, 403) and not secret:  # say why: the key was never sent
+            why = f"{self.api_key_env} is not set" if self.api_key_env else "api_key_env is null"
+            return JudgeFailure(f"http: status {status} (no API key sent: {why})")
         if status != 200:
             return JudgeFailure(f"http: status {status}")
         return self._read_reply(raw, secret, point)
 
+    def _body_limit(self) -> int:
+        """Bytes of a response body read at most: the reply cap in UTF-8 (4 bytes a character) plus
+        room for the envelope and logprobs (a token's top-k alternatives, ~64 bytes each)."""
+        return 4 * self.max_reply_chars + 64 * self.max_tokens * (self.top_logprobs + 1) + (1 << 16)
+
+    async def _read_capped(self, resp) -> bytes | None:
+        """The body, or None once it passes :meth:`_body_limit` (the rest is not read)."""
+        limit, chunks, size = self._body_limit(), [], 0
+        async for chunk in resp.content.iter_chunked(1 << 16):
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     def _read_reply(
-        self, raw: bytes, secret: str | None, point: bool = False
+        self, raw: bytes | None, secret: str | None, point: bool = False
     ) -> PairJudgment | float | JudgeFailure:
+        if raw is None:
+            return JudgeFailure(f"bad response: body over {self._body_limit()} bytes")
         try:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -379,8 +443,8 @@ class OpenAIJudge(LLMJudge):
         if not isinstance(content, str):
             return JudgeFailure("bad response: choices[0].message.content is not a string")
         if point:
-            return parse_score(content, POINT_SCALE)
-        verdict = parse_verdict(content)
+            return parse_score(content, POINT_SCALE, self.max_reply_chars)
+        verdict = parse_verdict(content, self.max_reply_chars)
         if isinstance(verdict, JudgeFailure) or not self.top_logprobs:
             return verdict
         return PairJudgment(verdict.score_a, verdict.score_b, prob_a=_reply_prob_a(choices[0]))

@@ -1,20 +1,34 @@
-"""Reading an LLM judge's reply back into a :class:`PairJudgment` or a :class:`JudgeFailure`.
+"""Reading an LLM judge's reply back into a :class:`PairJudgment` (a score) or a :class:`JudgeFailure`.
 
-Rules of :func:`parse_verdict` (a parser must never guess a side):
+The contract every prompt states (``judges/prompts.py``) and both parsers enforce -- a parser
+must never guess, and a policy's text must never reach the verdict (docs/robustness.md, "Threat
+model"):
 
-* The verdict is the JSON object that contains the *last* ``"score_a":`` / ``"score_b":`` /
-  ``"winner":`` key in the reply. Objects earlier in the reasoning (a draft verdict, an
-  example) are ignored. If that last key is not inside a well-formed object (the reply was
-  truncated mid-verdict) the reply is a failure, even if an earlier complete object exists.
-* Scores must be real numbers (not booleans or strings), finite and in [0, 10]; either both
-  are given or neither.
-* ``winner`` (case-insensitive ``A``/``B``/``tie``; ``null`` counts as absent) must agree
-  with the scores when both are given: A needs ``score_a > score_b``, B needs
-  ``score_b > score_a``, tie needs equal scores. A disagreement means the judge contradicted
-  itself, so it is a ``JudgeFailure("inconsistent verdict: ...")`` to be retried rather than
-  a coin flip between the two signals.
-* A winner alone maps to scores on the 0–10 scale: A → (10, 0), B → (0, 10), tie → (5, 5).
-* Anything else is ``JudgeFailure("malformed verdict: <short reason>")``.
+* The verdict is the reply's **final line**: one flat JSON object in plain ASCII, nothing else on
+  the line (surrounding spaces aside), optionally fenced (a line of three backticks with an
+  optional language name before it, one of three backticks after it, ending the reply). A reply
+  that is nothing but the object (structured decoding) may span lines. Objects inline in the
+  reasoning (a draft, an example) are reasoning.
+* Exactly **one** verdict line: another line elsewhere that is itself a verdict object (e.g. a
+  response's fake verdict the judge quoted before or after its own) makes the reply ambiguous.
+* The final line must not lie inside an echoed ``<<<NAME>>>`` block (response text the judge
+  quoted, delimiters read after NFKC normalization).
+* The object's keys are the format's only (``score_a`` / ``score_b`` / ``winner``; pointwise
+  ``score``), each once, spelled without escapes; no nesting. Look-alike (e.g. fullwidth,
+  NFKC-equivalent) characters, a blockquote ``>`` or quotes around the object are not the format.
+* Replies longer than ``max_chars`` (:data:`MAX_REPLY_CHARS`, 100,000 characters by default;
+  backends expose it as ``max_reply_chars``) are failures before anything is read. Nothing here
+  recurses on the reply's text (deep nesting is bounded work, never a RecursionError).
+
+Values (:func:`parse_verdict`): scores real numbers (not booleans or strings), finite and in
+[0, 10]; either both or neither. ``winner`` (case-insensitive ``A``/``B``/``tie``; ``null``
+counts as absent) must agree with the scores when both are given: A needs ``score_a > score_b``,
+B ``score_b > score_a``, tie equal scores; a disagreement is ``JudgeFailure("inconsistent
+verdict: ...")``, retried rather than a coin flip. A winner alone maps to A → (10, 0), B → (0, 10),
+tie → (5, 5). :func:`parse_score` (pointwise): ``{"score": <integer 1-10>}``, mapped onto [0, 1].
+
+Anything else is ``JudgeFailure("malformed verdict: <short reason>")``, which the backends count
+(``stats["failures"]``) and the engine re-asks.
 
 ``prob_a`` is left ``None``; a backend that reads label logprobs fills it from
 :func:`label_probability`.
@@ -25,43 +39,90 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 from arenabench.types import JudgeFailure, PairJudgment
 
-_KEY_RE = re.compile(r'"(score_a|score_b|winner)"\s*:')
-_DECODER = json.JSONDecoder()
+# part of the cache key (judges/llm.py): bump whenever a reply could parse differently
+PARSER_VERSION = 2
+MAX_REPLY_CHARS = 100_000  # default reply cap (characters); a judge's max_tokens is far below it
+_MAX_VERDICT_LINE = 256  # a verdict object is ~50 characters
+_PAIR_KEYS = frozenset({"score_a", "score_b", "winner"})
+_POINT_KEYS = frozenset({"score"})
 _WINNER_SCORES = {"A": (10.0, 0.0), "B": (0.0, 10.0), "tie": (5.0, 5.0)}
-_MAX_CANDIDATES = 64  # '{' positions tried before giving up (bounded work on long replies)
+_FENCE_OPEN = re.compile(r"```[A-Za-z]*")
+_DELIM = re.compile(r"(<<<|\u2039\u2039\u2039)\s*(END\s)?")  # an echoed prompt block's delimiter
 
 
 def _malformed(why: str) -> JudgeFailure:
     return JudgeFailure(f"malformed verdict: {why}")
 
 
-def _find_verdict(text: str) -> dict | JudgeFailure:
-    keys = list(_KEY_RE.finditer(text))
-    if not keys:
-        return _malformed("no verdict JSON found")
-    last = keys[-1].start()
-    start = text.rfind("{", 0, last)
-    tried = 0
-    while start != -1 and tried < _MAX_CANDIDATES:
-        tried += 1
-        try:
-            obj, end = _DECODER.raw_decode(text, start)
-        except json.JSONDecodeError:
-            obj, end = None, -1
-        if isinstance(obj, dict) and end > last:
-            return obj
-        start = text.rfind("{", 0, start)
-    return _malformed("truncated or invalid JSON around the final verdict")
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Duplicate(k)
+        out[k] = v
+    return out
+
+
+def _object(line: str, keys: frozenset, limit: int = _MAX_VERDICT_LINE) -> dict | None:
+    """``line`` as a verdict object of the format with ``keys``, or None. Bounded, non-recursive
+    checks first: ASCII, short, one flat ``{...}``, no escapes; then ``json.loads``."""
+    line = line.strip()
+    if not (line.startswith("{") and line.endswith("}")) or len(line) > limit or not line.isascii():
+        return None
+    if line.count("{") != 1 or line.count("}") != 1 or "[" in line or "\\" in line:
+        return None
+    if any(ord(c) < 32 for c in line):  # a control character (tabs and newlines were split off)
+        return None
+    try:
+        obj = json.loads(line, object_pairs_hook=_no_duplicates)
+    except ValueError:  # JSONDecodeError and _Duplicate
+        return None
+    if not isinstance(obj, dict) or not obj or not set(obj) <= keys:
+        return None
+    return obj
+
+
+def _final_object(text: str, keys: frozenset, max_chars: int) -> dict | JudgeFailure:
+    """The reply's verdict object under the module's contract, or why there is none."""
+    if not isinstance(text, str) or not text.strip():
+        return _malformed("empty reply")
+    if len(text) > max_chars:
+        return _malformed(f"reply too long ({len(text)} chars > max_reply_chars={max_chars})")
+    whole = _object(" ".join(text.split()), keys)  # a reply that is only the object
+    if whole is not None:
+        return whole
+    lines = [ln.strip() for ln in text.strip().splitlines()]
+    last = len(lines) - 1
+    if last >= 2 and lines[last] == "```" and _FENCE_OPEN.fullmatch(lines[last - 2]):
+        last -= 1  # a fenced verdict: the object is the line before the closing fence
+    obj = _object(lines[last], keys)
+    if obj is None:
+        return _malformed("the final line is not a verdict object")
+    if any(_object(ln, keys) is not None for k, ln in enumerate(lines) if k != last):
+        return _malformed("more than one verdict line")
+    open_block = False  # is the final line inside an echoed <<<NAME>>> block?
+    for ln in lines[:last]:
+        m = _DELIM.match(unicodedata.normalize("NFKC", ln))
+        if m:
+            open_block = m.group(2) is None
+    if open_block:
+        return _malformed("the final line is inside quoted response text")
+    return obj
 
 
 def _score(obj: Mapping, key: str) -> float | JudgeFailure:
     v = obj[key]
     if isinstance(v, bool) or not isinstance(v, int | float):
-        return _malformed(f"{key} is not a number ({v!r})")
+        return _malformed(f"{key} is not a number ({str(v)[:20]!r})")
     v = float(v)
     if not math.isfinite(v):
         return _malformed(f"{key} is not finite")
@@ -80,14 +141,12 @@ def _winner(obj: Mapping) -> str | None | JudgeFailure:
             return norm.upper()
         if norm.lower() == "tie":
             return "tie"
-    return _malformed(f"winner must be A, B or tie ({w!r})")
+    return _malformed(f"winner must be A, B or tie ({str(w)[:20]!r})")
 
 
-def parse_verdict(text: str) -> PairJudgment | JudgeFailure:
-    """Parse a judge reply ending in ``{"score_a": .., "score_b": .., "winner": ..}`` (module doc)."""
-    if not isinstance(text, str) or not text.strip():
-        return _malformed("empty reply")
-    obj = _find_verdict(text)
+def parse_verdict(text: str, max_chars: int = MAX_REPLY_CHARS) -> PairJudgment | JudgeFailure:
+    """A pairwise reply whose final line is ``{"score_a": .., "score_b": .., "winner": ..}`` (module doc)."""
+    obj = _final_object(text, _PAIR_KEYS, max_chars)
     if isinstance(obj, JudgeFailure):
         return obj
     winner = _winner(obj)
@@ -109,6 +168,25 @@ def parse_verdict(text: str) -> PairJudgment | JudgeFailure:
         if implied != winner:
             return JudgeFailure(f"inconsistent verdict: winner {winner} but scores {sa:g} vs {sb:g}")
     return PairJudgment(sa, sb)
+
+
+def parse_score(
+    text: str, scale: tuple[int, int] = (1, 10), max_chars: int = MAX_REPLY_CHARS
+) -> float | JudgeFailure:
+    """A pointwise reply under the same contract (module doc) whose final line is
+    ``{"score": <integer on scale>}`` (``prompts.POINT_SCALE``: 1 worst … 10 best), mapped onto
+    [0, 1] as ``(s − lo) / (hi − lo)`` (the simulated judges' range); anything else is a
+    ``JudgeFailure("malformed score: ...")``, retried and counted like a malformed verdict."""
+    obj = _final_object(text, _POINT_KEYS, max_chars)
+    if isinstance(obj, JudgeFailure):
+        return JudgeFailure(obj.reason.replace("malformed verdict:", "malformed score:", 1))
+    v = obj["score"]
+    if isinstance(v, bool) or not isinstance(v, int):
+        return JudgeFailure(f"malformed score: score is not an integer ({str(v)[:20]!r})")
+    lo, hi = scale
+    if not lo <= v <= hi:
+        return JudgeFailure(f"malformed score: {v} is outside {lo}-{hi}")
+    return (v - lo) / (hi - lo)
 
 
 _PREFIXES = ("\u2581", "\u0120")  # SentencePiece '▁' and byte-level BPE 'Ġ' word-start markers
@@ -177,37 +255,11 @@ def verdict_label_probability(
     return None
 
 
-__all__ = ["label_probability", "parse_verdict", "verdict_label_probability"]
-
-
-# --- pointwise: the score line ---------------------------------------------------------------------
-#
-# Strict by design: the reply's last non-blank line must be exactly the JSON object
-# ``{"score": <integer 1-10>}`` (whitespace inside it allowed), nothing after it. A score anywhere
-# else, a score on another scale, a fraction, a code fence around the line, a truncated reply:
-# ``JudgeFailure("malformed score: ...")``, retried by the engine and counted like a malformed
-# verdict. A policy's text never reaches this parser (it is the judge's reply that is parsed).
-
-_SCORE_LINE = re.compile(r'\{\s*"score"\s*:\s*(-?\d+(?:\.\d+)?)\s*\}')
-
-
-def parse_score(text: str, scale: tuple[int, int] = (1, 10)) -> float | JudgeFailure:
-    """The pointwise score of a judge reply on ``scale`` (``prompts.POINT_SCALE``), mapped onto
-    [0, 1] (``(s - lo) / (hi - lo)``: the simulated judges' range), or a failure (above)."""
-    if not isinstance(text, str) or not text.strip():
-        return JudgeFailure("malformed score: empty reply")
-    last = text.rstrip().splitlines()[-1].strip()
-    m = _SCORE_LINE.fullmatch(last)
-    if m is None:
-        return JudgeFailure(f'malformed score: the last line is not {{"score": <integer>}} ({last[:40]!r})')
-    lo, hi = scale
-    raw = m.group(1)
-    if not re.fullmatch(r"-?\d+", raw):
-        return JudgeFailure(f"malformed score: {raw} is not an integer")
-    score = int(raw)
-    if not lo <= score <= hi:
-        return JudgeFailure(f"malformed score: {score} is outside {lo}-{hi}")
-    return (score - lo) / (hi - lo)
-
-
-__all__ += ["parse_score"]
+__all__ = [
+    "MAX_REPLY_CHARS",
+    "PARSER_VERSION",
+    "label_probability",
+    "parse_score",
+    "parse_verdict",
+    "verdict_label_probability",
+]

@@ -20,6 +20,7 @@ for a reader. It is idempotent, so sanitizing twice is harmless.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -124,9 +125,20 @@ def load_rubric(name: str) -> Rubric:
     )
 
 
+# runs of characters whose NFKC form is '<' / '>' (ASCII, fullwidth, small form variants): a
+# judge may read a fullwidth '＜＜＜END …＞＞＞' as the delimiter, so such runs count as one
+_LOOKALIKE_RUN = re.compile("[<\ufe64\uff1c]{3,}|[>\ufe65\uff1e]{3,}")
+
+
+def _ascii_run(m: re.Match) -> str:
+    return ("<" if m.group(0)[0] in "<\ufe64\uff1c" else ">") * len(m.group(0))
+
+
 def sanitize(text: str) -> str:
-    """Neutralize delimiter-like runs: ``<<<`` → ``‹‹‹`` and ``>>>`` → ``›››`` (see module doc)."""
-    return str(text).replace(_OPEN, _SAFE_OPEN).replace(_CLOSE, _SAFE_CLOSE)
+    """Neutralize delimiter-like runs: ``<<<`` → ``‹‹‹`` and ``>>>`` → ``›››``, NFKC-equivalent
+    runs (fullwidth ``＜＜＜``, small ``﹤﹤﹤``) included (see module doc)."""
+    text = _LOOKALIKE_RUN.sub(_ascii_run, str(text))
+    return text.replace(_OPEN, _SAFE_OPEN).replace(_CLOSE, _SAFE_CLOSE)
 
 
 def _as_text(value: Any) -> str:

@@ -42,9 +42,14 @@ TOKEN_METRICS = ("judge_prompt_tokens", "judge_cached_prompt_tokens", "judge_com
 
 def cache_identity(base) -> tuple[str, str]:
     """``(model, rubric)`` for cache keys: the judge's full configuration, so one cache file can
-    serve a whole sweep (a simulated judge: preset and every parameter; an LLM judge: its repr)."""
+    serve a whole sweep (a simulated judge: preset and every parameter; an LLM judge: every
+    answer-determining constructor argument, the prompt's fingerprint and the parser's version,
+    :meth:`arenabench.judges.llm.LLMJudge.cache_config`; any other judge: its repr)."""
     model = getattr(base, "preset", type(base).__name__)
-    config = asdict(base.config) if hasattr(base, "config") else repr(base)
+    if hasattr(base, "cache_config"):
+        config = base.cache_config()
+    else:
+        config = asdict(base.config) if hasattr(base, "config") else repr(base)
     return (
         f"{type(base).__name__}:{model}:{json.dumps(config, sort_keys=True, default=str)}",
         str(getattr(base, "rubric_name", "simulated")),

@@ -11,13 +11,15 @@ old ``guided_*`` fields are ignored by current vLLM):
 
 * ``"regex"`` (default): :func:`~arenabench.judges.prompts.consistent_verdict_regex`, the JSON
   verdict with the winner implied by the scores, so every reply parses. With
-  ``reasoning_chars > 0`` a bounded free-text reasoning prefix (no braces) comes first.
+  ``reasoning_chars > 0`` a bounded free-text reasoning prefix (no braces) and a newline come
+  first, so the verdict is the final line.
 * ``"choice"``: the reply is one label from ``choices`` (default ``A``/``B``/``tie``); the
   label's logprob gives PRC's ``P(A)``. vLLM reports logprobs of the *constrained*
   distribution, i.e. renormalized over the allowed labels.
 * ``"json"``: the verdict JSON schema. A weak model can loop inside a JSON string until
   ``max_tokens``: the reply is then truncated and is a counted failure, retried by the engine.
-* ``None``: free text; the parser takes the last well-formed verdict.
+* ``None``: free text; the verdict must be the reply's final line
+  (:mod:`~arenabench.judges.parsing`), anything else a counted failure.
 
 Pointwise (``score_points``): the same one-``generate`` batch with the pointwise prompt
 (:func:`~arenabench.judges.prompts.point_prompt`, a 1-10 score on the last line), constrained by
@@ -43,7 +45,13 @@ from typing import Any
 
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
-from arenabench.judges.parsing import _WINNER_SCORES, parse_score, parse_verdict, verdict_label_probability
+from arenabench.judges.parsing import (
+    _WINNER_SCORES,
+    MAX_REPLY_CHARS,
+    parse_score,
+    parse_verdict,
+    verdict_label_probability,
+)
 from arenabench.judges.prompts import (
     LABELS,
     POINT_JSON_SCHEMA,
@@ -87,6 +95,7 @@ class VLLMJudge(LLMJudge):
         top_logprobs: int = 5,
         mask_tool_outputs: bool = True,
         engine_kwargs: dict[str, Any] | None = None,
+        max_reply_chars: int = MAX_REPLY_CHARS,
         llm: Any = None,
     ):
         if structured == "none":
@@ -96,8 +105,13 @@ class VLLMJudge(LLMJudge):
         bad = [c for c in choices if c not in LABELS]
         if bad or not choices:
             raise ValueError(f"choices must be a non-empty subset of {list(LABELS)}; got {list(choices)}")
-        if reasoning_chars < 0 or max_tokens < 1 or top_logprobs < 0:
-            raise ValueError("reasoning_chars and top_logprobs must be >= 0 and max_tokens >= 1")
+        if reasoning_chars < 0 or max_tokens < 1 or top_logprobs < 0 or max_reply_chars < 1:
+            raise ValueError(
+                "reasoning_chars and top_logprobs must be >= 0, max_tokens and max_reply_chars >= 1"
+            )
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0; got {temperature}")
+        self.max_reply_chars = int(max_reply_chars)
         super().__init__(model, rubric, temperature, max_tokens, top_logprobs, mask_tool_outputs)
         self.structured = structured
         self.choices = list(choices)
@@ -141,7 +155,8 @@ class VLLMJudge(LLMJudge):
                 structured_outputs=structured,
             )
         if self.structured == "regex":
-            prefix = rf"[^{{}}]{{0,{self.reasoning_chars}}}" if self.reasoning_chars else ""
+            # reasoning, then the verdict on its own final line (the parser's contract)
+            prefix = rf"(?:[^{{}}]{{0,{self.reasoning_chars}}}\n)?" if self.reasoning_chars else ""
             structured = StructuredOutputsParams(regex=prefix + consistent_verdict_regex())
         elif self.structured == "choice":
             structured = StructuredOutputsParams(choice=self.choices)
@@ -215,7 +230,7 @@ class VLLMJudge(LLMJudge):
         comp = res.outputs[0]
         if comp.finish_reason == "length":
             return self._fail(f"malformed score: truncated at max_tokens={self.max_tokens}")
-        score = parse_score(comp.text, POINT_SCALE)
+        score = parse_score(comp.text, POINT_SCALE, self.max_reply_chars)
         return self._fail(score.reason) if isinstance(score, JudgeFailure) else score
 
     def _read(self, res) -> PairJudgment | JudgeFailure:
@@ -232,7 +247,7 @@ class VLLMJudge(LLMJudge):
                 return self._fail(f"malformed verdict: {label[:20]!r} is not one of {self.choices}")
             verdict = PairJudgment(*_WINNER_SCORES[label])
         else:
-            verdict = parse_verdict(text)
+            verdict = parse_verdict(text, self.max_reply_chars)
             if isinstance(verdict, JudgeFailure):
                 return self._fail(verdict.reason)
         prob = None

@@ -1,5 +1,7 @@
 """Loaders on small fixtures cut from the real files: exact row counts, bad rows counted."""
 
+import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -103,3 +105,80 @@ def test_load_files_walks_folders_and_sums_the_skips():
     assert t.judges() == ["ChatGPT", "GPT-4", "gpt-4-turbo", "mine"]
     with pytest.raises(CalibrationDataError, match="unusable.jsonl"):
         load_files([FIX])  # one unusable file is an error, not a silent gap
+
+
+# --- bad values: one line naming the file, the line (or item) and the field (issue 43 §3) -------
+
+_OK_POINT = {
+    "judge": "m",
+    "item": "p1",
+    "kind": "point",
+    "a": "r1",
+    "response": "r1",
+    "score": 8,
+    "grid_lo": 1,
+    "grid_hi": 10,
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "why"),
+    [
+        ('"score": 1e400', "score", "not a finite number"),
+        ('"score": NaN', "score", "not a finite number"),
+        ('"score": -Infinity', "score", "not a finite number"),
+        ('"score": "8"', "score", "not a number"),
+        ('"score": [8]', "score", "not a number"),
+        ('"grid_lo": "1"', "grid_lo", "not a number"),
+        ('"repeat": 1e400', "repeat", "not a finite number"),
+        ('"judge": ["m"]', "judge", "not a string"),
+        ('"gold": 1', "gold", "not a string"),
+    ],
+)
+def test_our_jsonl_bad_value_names_file_line_and_field(tmp_path, raw, field, why):
+    path = tmp_path / "bad.jsonl"
+    good = json.dumps(_OK_POINT)
+    key = raw.split(":")[0].strip('"')
+    bad = json.dumps({k: v for k, v in _OK_POINT.items() if k != key})[:-1] + ", " + raw + "}"
+    path.write_text(good + "\n\n" + bad + "\n")
+    with pytest.raises(CalibrationDataError) as err:
+        load_jsonl(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}:3: field '{field}': {why}") and "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [("1e400", "not a finite number"), ("NaN", "not a finite number"), ('"7"', "not a number")],
+)
+def test_fastchat_single_bad_score_names_file_line_and_field(tmp_path, raw, why):
+    path = tmp_path / "gpt-4_single.jsonl"
+    rec = '{"question_id": 81, "model": "m", "judge": ["gpt-4", "single-v1"], "turn": 1, "score": %s}'
+    path.write_text(rec % "7" + "\n" + rec % raw + "\n")
+    with pytest.raises(CalibrationDataError, match=rf"^{re.escape(str(path))}:2: field 'score': {why}"):
+        load_fastchat_single(path)
+
+
+def test_fastchat_pair_bad_turn_names_file_line_and_field(tmp_path):
+    path = tmp_path / "gpt-4_pair.jsonl"
+    path.write_text(
+        '{"question_id": 81, "model_1": "x", "model_2": "y", "g1_winner": "model_1", '
+        '"g2_winner": "model_2", "judge": ["gpt-4", "pair-v2"], "turn": 1e400}\n'
+    )
+    with pytest.raises(CalibrationDataError, match=r":1: field 'turn': not a finite number"):
+        load_fastchat_pair(path)
+
+
+def test_llmbar_bad_label_names_file_item_and_field(tmp_path):
+    d = tmp_path / "Natural" / "GPT-4" / "Vanilla"
+    d.mkdir(parents=True)
+    item = {
+        "input": "q",
+        "output_1": "x",
+        "output_2": "y",
+        "label": 1,
+        "results": [{"swap = False": {"winner": 1}, "swap = True": {"winner": 2}}],
+    }
+    (d / "result.json").write_text(json.dumps([item, {**item, "label": [1]}]))
+    with pytest.raises(CalibrationDataError, match=r"result.json: item 1: field 'label': not an integer"):
+        load_llmbar(d / "result.json")

@@ -30,7 +30,8 @@ from arenabench.types import JudgeFailure, PointRequest, Trajectory
         ('I weighed it.\n{"score": 7}', 6 / 9),
         ('{"score":10}\n\n', 1.0),
         ('{ "score" : 1 }', 0.0),
-        ('draft {"score": 2}\nthen\n{"score": 4}', 3 / 9),  # the last line only
+        ('draft {"score": 2}, inline\n{"score": 4}', 3 / 9),  # an inline draft is reasoning
+        ('Reasoning.\n```json\n{"score": 7}\n```', 6 / 9),  # the verdicts' contract: fenced is fine
     ],
 )
 def test_the_score_line_maps_1_to_10_onto_0_to_1(reply, want):
@@ -41,17 +42,17 @@ def test_the_score_line_maps_1_to_10_onto_0_to_1(reply, want):
     ("reply", "why"),
     [
         ("", "empty reply"),
-        ('{"score": 7}\nDone.', "last line"),  # anything after the score line
-        ('```\n{"score": 7}\n```', "last line"),  # a code fence is not the exact format
-        ('{"score": 7} because', "last line"),
-        ("Score: 7/10", "last line"),
+        ('{"score": 7}\nDone.', "final line"),  # anything after the score line
+        ('draft\n{"score": 2}\nthen\n{"score": 4}', "more than one"),  # a second score line
+        ('{"score": 7} because', "final line"),
+        ("Score: 7/10", "final line"),
         ('{"score": 11}', "outside 1-10"),
         ('{"score": 0}', "outside 1-10"),
         ('{"score": 7.5}', "not an integer"),
-        ('{"score": "7"}', "last line"),
-        ('{"score": true}', "last line"),
-        ('{"score": 7, "why": "x"}', "last line"),
-        ('{"score": 7', "last line"),  # truncated
+        ('{"score": "7"}', "not an integer"),
+        ('{"score": true}', "not an integer"),
+        ('{"score": 7, "why": "x"}', "final line"),
+        ('{"score": 7', "final line"),  # truncated
     ],
 )
 def test_anything_but_the_exact_score_line_is_a_malformed_score(reply, why):

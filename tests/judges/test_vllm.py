@@ -69,6 +69,22 @@ def test_wave_of_16_is_one_generate_call_and_every_regex_verdict_parses(tiny_mod
     assert math.isfinite(judge.latency_percentiles()["p50"])
 
 
+def test_regex_reasoning_prefix_puts_the_verdict_on_the_final_line(tiny_model_dir, counting):
+    """``reasoning_chars > 0``: free reasoning, a newline, then the verdict -- the parser's
+    final-line contract (issue 43), so every constrained reply still parses."""
+    judge = VLLMJudge(
+        str(tiny_model_dir),
+        structured="regex",
+        reasoning_chars=24,
+        temperature=1.0,
+        max_tokens=256,
+        llm=counting,
+    )
+    replies = judge.judge_pairs(_requests(8))
+    assert all(isinstance(r, PairJudgment) for r in replies), replies
+    assert judge.stats["failures"] == {}
+
+
 def test_engine_wave_goes_to_vllm_together(tiny_model_dir, counting):
     """Round-robin, K=2 groups of N=4: one wave of 2·6·2 = 24 requests → exactly one generate."""
     judge = VLLMJudge(str(tiny_model_dir), structured="regex", temperature=1.0, llm=counting)

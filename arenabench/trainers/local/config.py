@@ -60,6 +60,10 @@ class TrainerConfig:
     n_head: int = _at_least(4, 1)
     tie_head: bool = True  # output head = the token embedding (False: a separate linear head)
     threads: int = _at_least(1, 1)  # torch threads
+    # judge health as a run outcome: a step in which MORE than this share of the judge requests
+    # still failed after retries stops the run FAILED with the judge's last error (null: never by
+    # share); a first step in which every request failed always does (trainer.py judge_health)
+    max_judge_failure_share: float | None = _between(0.5, 0.0, 1.0)
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,31 @@ STEP_METRICS = (
 # SURFACE_EVAL_METRICS at every eval (judge-view ones only for a judge with a surface term).
 
 
+class JudgeHealthError(RuntimeError):
+    """The judge failed too many of a step's requests: the run stops FAILED (:func:`judge_health`)."""
+
+
+def judge_health(step: int, stats, max_share: float | None) -> str | None:
+    """Why a step's judge failures end the run, or None: more than ``max_share`` of the step's
+    requests (``trainer.max_judge_failure_share``; retries not counted as requests) still failed
+    after retries, or -- whatever ``max_share`` -- every request of the first step did (a dead or
+    misconfigured judge: refused connections, a wrong key, garbage replies). The reason names
+    the counts, the option and the judge's last error (a backend's reasons carry no secret)."""
+    sent = stats.judge_calls - stats.retries
+    failed = stats.failures
+    if sent <= 0 or failed <= 0:
+        return None
+    last = next(reversed(stats.failure_reasons), "unknown") if stats.failure_reasons else "unknown"
+    if step == 0 and failed >= sent:
+        return f"every judge request of the first step failed ({failed} of {sent}); last error: {last}"
+    if max_share is not None and failed > max_share * sent:
+        return (
+            f"{failed} of {sent} judge requests failed at step {step} "
+            f"(> trainer.max_judge_failure_share={max_share:g}); last error: {last}"
+        )
+    return None
+
+
 class PolicyReference:
     """AGR's fixed reference policy in the local trainer: the frozen initial policy, sampled at
     temperature T (deterministic in prompt and generation)."""
@@ -284,6 +309,11 @@ def train_seeds(
         for s, r in enumerate(runs):
             groups = [task.group(int(p), resp[s, k]) for k, p in enumerate(pids[s])]
             out = r.engine.run(r.constructor, groups, step=step)
+            why = judge_health(step, out.stats, tc.max_judge_failure_share)
+            if why is not None:  # a dead judge is a FAILED run, not a FINISHED one on no signal
+                if r.tracker is not None and hasattr(r.tracker, "set_tags"):
+                    r.tracker.set_tags({"judge_error": why[:5000]})
+                raise JudgeHealthError(f"seed {r.seed}: {why}" if S > 1 else why)
             # groups the judge mostly failed: advantage 0
             advs, masked = mask_unreliable(out.results, r.rc.engine.max_failed_share)
             r.calls += out.stats.judge_calls
