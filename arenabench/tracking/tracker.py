@@ -402,7 +402,8 @@ class Tracker(RunLogger):
         """Flush and end the run with ``status`` (FINISHED, FAILED or KILLED; ``reason``: the tag
         ``failed_reason``). Idempotent: later calls do nothing. A tracking server that is away
         is retried for ``retry_s`` (flush and close together); if the final flush fails the run
-        ends FAILED with the reason and the error is raised; if the server cannot be reached to
+        ends FAILED with the reason and the error is raised (a KILLED run waits at most 10 s: a
+        scheduler's SIGKILL follows its SIGTERM); if the server cannot be reached to
         close the run, :class:`TrackingUnavailable` says so (the run stays RUNNING in the store
         until the next job of its identity closes it FAILED: its owner is gone)."""
         status = status.upper()
@@ -410,7 +411,9 @@ class Tracker(RunLogger):
             raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
         if self._finished:
             return
-        deadline = time.monotonic() + self.retry_s
+        # a signalled job (SIGTERM: a scheduler's preemption, whose SIGKILL follows within its
+        # grace period, often 30 s) waits at most 10 s for a server that is away
+        deadline = time.monotonic() + (min(self.retry_s, 10.0) if status == "KILLED" else self.retry_s)
         try:
             self._retrying(self.flush, deadline)
         except BaseException as exc:
