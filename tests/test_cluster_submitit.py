@@ -14,7 +14,7 @@ from helpers import ROOT
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the cluster extra")
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy")]
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy")
 
 TINY = ["reward=pointwise,anchor", "seed=0,1", "steps=3", "trainer.d_model=16", "eval_every=2",
         "probe_size=2", "prompts_per_step=2", "group_size=4", "progress=false", "name=submitit"]  # fmt: skip
@@ -49,6 +49,19 @@ def runs(tmp_path, launcher: str) -> dict:
     return out
 
 
+def test_a_100_job_sweep_is_10_scheduler_jobs():
+    """table2's grid (10 arms x 10 seeds): one scheduler job per arm, its 10 seeds together."""
+    from arenabench.sweep import bundles
+
+    arms = [f"reward=a{i}" for i in range(10)]
+    jobs = [[arm, f"seed={s}"] for arm in arms for s in range(10)]
+    groups = bundles(jobs, 10, workers=1)  # what the stacked launcher submits
+    assert len(groups) == 10 and all({jobs[i][0] for i in g} == {jobs[g[0]][0]} for g in groups)
+    assert sorted(i for g in groups for i in g) == list(range(100))
+    assert len(bundles(jobs, 4, workers=1)) == 30  # batch_seeds=4: 4 + 3 + 3 seeds per arm
+
+
+@pytest.mark.slow
 def test_submitit_local_runs_equal_the_local_launchers(tmp_path):
     sweep(tmp_path, "arenabench", "hydra.launcher.n_jobs=1")
     sweep(tmp_path, "submitit_local")
