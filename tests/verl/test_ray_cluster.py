@@ -70,8 +70,10 @@ class Cluster:
         assert proc.returncode == 0, said[-3000:]
 
     def start(self) -> Cluster:
-        self._ray("--head", f"--port={self.port}", "--num-cpus=8", "--include-dashboard=false",
-                  f"--temp-dir={self.root}")  # fmt: skip
+        # the smoke's own ray_init (num_cpus 8, num_gpus 1: the CPU platform's stand-in GPU) on
+        # the head, which the launcher drops when joining; a second node beside it
+        self._ray("--head", f"--port={self.port}", "--num-cpus=8", "--num-gpus=1",
+                  "--include-dashboard=false", f"--temp-dir={self.root}")  # fmt: skip
         self._ray(f"--address={self.address}", "--num-cpus=2")
         return self
 

@@ -371,6 +371,12 @@ def _use_cpu_platform() -> None:
         platform_manager.set_platform(platform.PlatformCPU())
 
 
+# ray_kwargs.ray_init keys that ``ray.init`` accepts only when it starts a cluster (Ray 2.60's
+# ``worker.init`` raises "When connecting to an existing cluster, ... must not be provided")
+JOIN_DROPS = ("num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "_system_config",
+              "_enable_object_reconstruction")  # fmt: skip
+
+
 def ray_address(cfg: DictConfig) -> str | None:
     """The Ray cluster this launch joins: ``ray_kwargs.ray_init.address``, else ``$RAY_ADDRESS``
     (what ``ray.init`` itself reads); None (or ``local``): verl starts a local cluster."""
@@ -661,6 +667,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         with open_dict(cfg):  # ray.init(address=...) joins it; verl passes ray_init's keys through
             cfg.ray_kwargs.ray_init.address = address
+            # what only a new cluster takes (ray.init refuses them when joining): the cluster's own
+            dropped = [k for k in JOIN_DROPS if cfg.ray_kwargs.ray_init.get(k) not in (None, {}, False)]
+            for k in JOIN_DROPS:
+                cfg.ray_kwargs.ray_init.pop(k, None)
+        if dropped:
+            print(
+                f"arenabench-verl: the cluster's resources apply, not ray_init's {', '.join(dropped)}",
+                file=sys.stderr,
+            )
         print(f"arenabench-verl: joining the Ray cluster at {address} (left running)", file=sys.stderr)
 
     if is_cpu(cfg) or uses_hf(cfg):
