@@ -48,6 +48,19 @@ def test_an_unreachable_ray_address_is_one_line_and_exit_2(tmp_path, capsys, mon
     assert not db.exists()  # nothing opened
 
 
+def test_a_joined_cluster_gets_the_env_the_config_reads_but_no_secret(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from arenabench.trainers.verl.launch import env_refs
+
+    monkeypatch.setenv("SMOKE_DIR_X", "/data/x")
+    monkeypatch.setenv("MY_API_KEY_X", "sk-secret")
+    monkeypatch.delenv("UNSET_X", raising=False)
+    cfg = OmegaConf.create({"a": "${oc.env:SMOKE_DIR_X}/m", "b": {"c": "${oc.env:MY_API_KEY_X}"},
+                            "d": "${oc.env:UNSET_X,fallback}"})  # fmt: skip
+    assert env_refs(cfg) == {"SMOKE_DIR_X": "/data/x"}
+
+
 class Cluster:
     """A Ray head and a second node on localhost, each started in its own session."""
 
@@ -103,6 +116,7 @@ class Cluster:
                 p.kill()
             except psutil.Error:
                 continue
+        psutil.wait_procs(alive, timeout=20)
 
 
 @pytest.mark.slow

@@ -377,6 +377,20 @@ JOIN_DROPS = ("num_cpus", "num_gpus", "resources", "labels", "object_store_memor
               "_enable_object_reconstruction")  # fmt: skip
 
 
+def env_refs(cfg: DictConfig) -> dict[str, str]:
+    """The environment variables the config reads (``${oc.env:NAME}``) that are set here: a joined
+    cluster's workers do not inherit this process's environment, so they travel in the runtime
+    env (a local cluster's workers inherit them). Never a secret-looking name (``*KEY*``,
+    ``*TOKEN*``, ``*SECRET*``, ``*PASS*``, ``*CREDENTIAL*``): the runtime env is printed and
+    recorded; set those in the cluster's own environment."""
+    import re
+
+    text = OmegaConf.to_yaml(cfg, resolve=False)
+    names = set(re.findall(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)", text))
+    secret = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL", re.IGNORECASE)
+    return {n: os.environ[n] for n in sorted(names) if n in os.environ and not secret.search(n)}
+
+
 def ray_address(cfg: DictConfig) -> str | None:
     """The Ray cluster this launch joins: ``ray_kwargs.ray_init.address``, else ``$RAY_ADDRESS``
     (what ``ray.init`` itself reads); None (or ``local``): verl starts a local cluster."""
@@ -693,6 +707,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracker = start_mlflow_run(cfg, job_tags(cfg, args.config_name, overrides))
         extra = {"MLFLOW_TRACKING_URI": tracker.uri, "MLFLOW_RUN_ID": tracker.run_id}
         print(f"arenabench-verl: MLflow run {tracker.run_id} in {tracker.uri}", file=sys.stderr)
+    if address is not None:  # a joined cluster's workers get only what the runtime env carries
+        extra = {**env_refs(cfg), **extra}
     os.environ.update(worker_env(cfg, extra))  # a local Ray cluster inherits this process's env
 
     from verl.trainer.main_ppo import main as verl_main
