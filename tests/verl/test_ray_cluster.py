@@ -32,7 +32,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow  # composes verl's config (~5-10 s)
 def test_an_unreachable_ray_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     from arenabench.trainers.verl import launch
 
