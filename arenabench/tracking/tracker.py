@@ -8,6 +8,7 @@ process and each may point at its own store), every write under
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -26,10 +27,29 @@ from arenabench.tracking.params import (
     json_safe,
     truncate,
 )
-from arenabench.tracking.store import get_or_create_experiment, lock_for, open_client, tracking_uri
+from arenabench.tracking.store import (
+    get_or_create_experiment,
+    lock_for,
+    open_client,
+    server_unavailable,
+    tracking_uri,
+)
 from arenabench.tracking.tags import IDENTITY_TAG
 
 STATUSES = ("FINISHED", "FAILED", "KILLED")
+FAILED_REASON_TAG = "failed_reason"  # the tag ownership.fail_dead_runs also writes
+
+log = logging.getLogger(__name__)
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking server stayed unreachable for longer than the tracker's ``retry_s``: the run
+    cannot be recorded, so the job stops (its message is one line naming the server, how long,
+    and how many points are not stored)."""
+
+
+def _one_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def source_tags() -> dict[str, str]:
@@ -76,8 +96,12 @@ class RunLogger:
     """Logs into one existing MLflow run, by id — e.g. a Ray worker writing into the run its
     launcher opened (verl's reward worker) — without owning it: it never ends the run.
 
-    Metrics are buffered and written with ``log_batch`` every ``flush_every`` :meth:`log_metrics`
-    calls (and by :meth:`flush`).
+    Metrics are buffered and written every ``flush_every`` :meth:`log_metrics` calls or
+    ``flush_seconds`` seconds after the last flush, whichever comes first (and by :meth:`flush`).
+    A flush that finds a tracking server away (:func:`~arenabench.tracking.store.server_unavailable`)
+    keeps its points and is retried at the next window, so an outage loses nothing while this
+    process lives and at most one window if it dies; an outage longer than ``retry_s`` raises
+    :class:`TrackingUnavailable` (issue 43). Any other store error is raised at once.
 
     Attributes:
         skipped: how many metric values were not finite (NaN/±inf). They are not logged (they
@@ -88,10 +112,24 @@ class RunLogger:
         nan_steps: ``{metric: steps it was not finite}``.
     """
 
-    def __init__(self, run_id: str, uri: str | None = None, flush_every: int = 50, *, client=None):
+    def __init__(
+        self,
+        run_id: str,
+        uri: str | None = None,
+        flush_every: int = 50,
+        *,
+        client=None,
+        flush_seconds: float = 30.0,
+        retry_s: float = 60.0,
+    ):
         self.uri = tracking_uri(uri)
         self.client = client if client is not None else open_client(self.uri)
         self.flush_every = max(1, int(flush_every))
+        self.flush_seconds = float(flush_seconds)
+        self.retry_s = max(0.0, float(retry_s))
+        self.flush_failures = 0  # flushes that found the server away (retried later)
+        self._last_flush = time.monotonic()
+        self._outage_since: float | None = None
         self.skipped = 0
         self.nan_steps: dict[str, int] = {}
         self._run_id = run_id
@@ -124,8 +162,43 @@ class RunLogger:
                 continue
             self._pending.append(Metric(str(k), value, ts, int(step)))
         self._calls += 1
-        if self._calls % self.flush_every == 0:
+        if self._calls % self.flush_every == 0 or time.monotonic() - self._last_flush >= self.flush_seconds:
+            self._flush_window()
+
+    def _flush_window(self) -> None:
+        """A flush during the run: a server that is away keeps the points for the next window
+        (one warning per outage) until the outage has lasted ``retry_s``."""
+        try:
             self.flush()
+        except Exception as exc:
+            if not server_unavailable(exc):
+                raise
+            now = self._last_flush = time.monotonic()
+            self.flush_failures += 1
+            if self._outage_since is None:
+                self._outage_since = now
+                log.warning(
+                    "MLflow tracking server %s unreachable (%s): %d metric points kept, retried at "
+                    "the next flush for up to %g s",
+                    self.uri, _one_line(exc), len(self._pending), self.retry_s,
+                )  # fmt: skip
+            if now - self._outage_since >= self.retry_s:
+                raise TrackingUnavailable(self._outage_message(exc)) from None
+            return
+        if self._outage_since is not None:
+            log.warning(
+                "MLflow tracking server %s back after %.0f s; run %s's metrics written",
+                self.uri, time.monotonic() - self._outage_since, self._run_id,
+            )  # fmt: skip
+            self._outage_since = None
+
+    def _outage_message(self, exc: BaseException) -> str:
+        since = self._outage_since if self._outage_since is not None else time.monotonic()
+        return (
+            f"MLflow tracking server {self.uri} unreachable for {time.monotonic() - since:.0f} s "
+            f"(tracking.retry_s={self.retry_s:g}); {len(self._pending)} metric points of run "
+            f"{self._run_id} not stored: {_one_line(exc)}"
+        )
 
     def flush(self) -> None:
         """Write buffered metrics now: into a SQL store in one bulk insert
@@ -140,6 +213,23 @@ class RunLogger:
             with lock_for(self.uri):
                 self.client.log_batch(self._run_id, metrics=chunk)
             del self._pending[: len(chunk)]  # only once written: a retry re-sends the rest
+        self._last_flush = time.monotonic()
+
+    def _retrying(self, write, deadline: float) -> None:
+        """``write()``, retried while the server is away (backoff 1, 2, 4 … 10 s) until
+        ``deadline`` (``time.monotonic()``); at least one try. Other errors raise at once."""
+        wait = 1.0
+        while True:
+            try:
+                return write()
+            except Exception as exc:
+                if not server_unavailable(exc) or time.monotonic() + wait > deadline:
+                    raise
+                if self._outage_since is None:
+                    self._outage_since = time.monotonic()
+                log.warning("MLflow tracking server %s unreachable (%s): retrying", self.uri, _one_line(exc))
+            time.sleep(wait)
+            wait = min(2 * wait, 10.0)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params (values ``str()``-ed and truncated to MLflow's limit; nested mappings are
@@ -243,9 +333,12 @@ class Tracker(RunLogger):
         flush_every: int = 50,
         identity: str | None = None,
         create: bool = False,
+        flush_seconds: float = 30.0,
+        retry_s: float = 60.0,
     ):
         uri = tracking_uri(uri)
         flush_every = max(1, int(flush_every))  # a bad value fails before a run exists
+        flush_seconds, retry_s = float(flush_seconds), float(retry_s)
         self.experiment = experiment
         self._prev_sigterm: Any = None
         self._sigterm_installed = False
@@ -261,7 +354,9 @@ class Tracker(RunLogger):
                     client, self.experiment_id, identity, by=f" (found by pid {os.getpid()})"
                 )
             run = client.create_run(self.experiment_id, run_name=run_name, tags=run_tags)
-        super().__init__(run.info.run_id, uri, flush_every, client=client)
+        super().__init__(
+            run.info.run_id, uri, flush_every, client=client, flush_seconds=flush_seconds, retry_s=retry_s
+        )
         try:
             if params:
                 self.log_params(params)
@@ -279,8 +374,10 @@ class Tracker(RunLogger):
         if exc_type is None:
             self.finish("FINISHED")
         else:
+            status = status_for(exc)
+            reason = f"{type(exc).__name__}: {_one_line(exc)}" if status == "FAILED" else None
             try:
-                self.finish(status_for(exc))
+                self.finish(status, reason)
             except Exception as close_exc:  # keep the job's own exception the one that propagates
                 exc.add_note(f"(arenabench: closing the MLflow run also failed: {close_exc!r})")
         return False
@@ -301,20 +398,31 @@ class Tracker(RunLogger):
 
     # -- ending
 
-    def finish(self, status: str = "FINISHED") -> None:
-        """Flush and end the run with ``status`` (FINISHED, FAILED or KILLED). Idempotent: later
-        calls do nothing. If the final flush fails the run ends FAILED and the error is raised."""
+    def finish(self, status: str = "FINISHED", reason: str | None = None) -> None:
+        """Flush and end the run with ``status`` (FINISHED, FAILED or KILLED; ``reason``: the tag
+        ``failed_reason``). Idempotent: later calls do nothing. A tracking server that is away
+        is retried for ``retry_s`` (flush and close together); if the final flush fails the run
+        ends FAILED with the reason and the error is raised (a KILLED run waits at most 10 s: a
+        scheduler's SIGKILL follows its SIGTERM); if the server cannot be reached to
+        close the run, :class:`TrackingUnavailable` says so (the run stays RUNNING in the store
+        until the next job of its identity closes it FAILED: its owner is gone)."""
         status = status.upper()
         if status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
         if self._finished:
             return
+        # a signalled job (SIGTERM: a scheduler's preemption, whose SIGKILL follows within its
+        # grace period, often 30 s) waits at most 10 s for a server that is away
+        deadline = time.monotonic() + (min(self.retry_s, 10.0) if status == "KILLED" else self.retry_s)
         try:
-            self.flush()
-        except BaseException:
-            self._end("FAILED")
+            self._retrying(self.flush, deadline)
+        except BaseException as exc:
+            why = f"final metric flush failed ({len(self._pending)} points not stored): {_one_line(exc)}"
+            self._end("FAILED", why, deadline)
+            if isinstance(exc, Exception) and server_unavailable(exc):
+                raise TrackingUnavailable(self._outage_message(exc)) from exc
             raise
-        self._end(status)
+        self._end(status, reason, deadline)
 
     def mark(self, status: str) -> None:
         """Write ``status`` to the store now while the run stays open here (:meth:`finish` still
@@ -328,13 +436,31 @@ class Tracker(RunLogger):
         with lock_for(self.uri):
             self.client.set_terminated(self._run_id, status)
 
-    def _end(self, status: str) -> None:
+    def _end(self, status: str, reason: str | None = None, deadline: float | None = None) -> None:
+        from mlflow.entities import RunTag
+
         self._finished = True
         self._status = status
+        tags = [RunTag(FAILED_REASON_TAG, truncate(reason, TAG_VALUE_LIMIT))] if reason else []
+
+        def close():
+            with lock_for(self.uri):
+                if tags:
+                    self.client.log_batch(self._run_id, tags=tags)
+                self.client.set_terminated(self._run_id, status)
+
         try:
             _end_fluent_run(self._run_id, status)
-            with lock_for(self.uri):
-                self.client.set_terminated(self._run_id, status)
+            try:
+                self._retrying(close, time.monotonic() + self.retry_s if deadline is None else deadline)
+            except Exception as exc:
+                if not server_unavailable(exc):
+                    raise
+                raise TrackingUnavailable(
+                    f"MLflow tracking server {self.uri} unreachable: run {self._run_id} could not be "
+                    f"closed {status} ({reason or 'no reason'}); it stays RUNNING until the next job "
+                    f"of its identity closes it FAILED: {_one_line(exc)}"
+                ) from None
         finally:
             self._restore_sigterm()
 

@@ -90,6 +90,12 @@ class TrackingConfig:
     uri: str | None = None  # null: $MLFLOW_TRACKING_URI, else sqlite:///results/mlflow.db
     experiment: str = "default"  # conf files set ${name}
     flush_every: int = _at_least(50, 1)
+    # ... or this many seconds after the last flush, whichever comes first: an outage of a
+    # tracking server costs at most one window (issue 43; docs/cluster.md)
+    flush_seconds: float = _at_least(30.0, 0.0)
+    # how long a tracking server that is away is retried (mid-run, and at the run's end) before
+    # the job stops with one line (the run FAILED with the reason where the server can be reached)
+    retry_s: float = _at_least(60.0, 0.0)
     skip_finished: bool = True  # skip a job whose identical run already FINISHED
     create: bool = False  # make a missing sqlite folder of ``uri`` (else: an error, a typo guard)
 

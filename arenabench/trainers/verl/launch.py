@@ -35,6 +35,12 @@ next to it) with the local trainer's tags — and passes ``MLFLOW_TRACKING_URI``
 ``MLFLOW_RUN_ID`` to the Ray workers, so verl's own MLflow logger writes into that run and
 ``arenabench compare`` reads it beside the local runs. One launch = one run (no ``-m`` sweeps:
 clusters schedule jobs themselves).
+
+An existing Ray cluster (docs/cluster.md): with ``+ray_kwargs.ray_init.address=HOST:PORT`` (or
+``auto``), else ``$RAY_ADDRESS``, the launch joins that cluster instead of starting one — it is
+checked before anything starts (unreachable: one line, exit 2; :func:`check_ray_address`) — and
+leaves it running at the end (``ray.shutdown`` only disconnects a driver that joined), whatever
+the run's status.
 """
 
 from __future__ import annotations
@@ -367,6 +373,65 @@ def _use_cpu_platform() -> None:
         platform_manager.set_platform(platform.PlatformCPU())
 
 
+# ray_kwargs.ray_init keys that ``ray.init`` accepts only when it starts a cluster (Ray 2.60's
+# ``worker.init`` raises "When connecting to an existing cluster, ... must not be provided")
+JOIN_DROPS = ("num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "_system_config",
+              "_enable_object_reconstruction")  # fmt: skip
+
+
+def env_refs(cfg: DictConfig) -> dict[str, str]:
+    """The environment variables the config reads (``${oc.env:NAME}``) that are set here: a joined
+    cluster's workers do not inherit this process's environment, so they travel in the runtime
+    env (a local cluster's workers inherit them). Never a secret-looking name (``*KEY*``,
+    ``*TOKEN*``, ``*SECRET*``, ``*PASS*``, ``*CREDENTIAL*``): the runtime env is printed and
+    recorded; set those in the cluster's own environment."""
+    import re
+
+    text = OmegaConf.to_yaml(cfg, resolve=False)
+    names = set(re.findall(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)", text))
+    secret = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL", re.IGNORECASE)
+    return {n: os.environ[n] for n in sorted(names) if n in os.environ and not secret.search(n)}
+
+
+def ray_address(cfg: DictConfig) -> str | None:
+    """The Ray cluster this launch joins: ``ray_kwargs.ray_init.address``, else ``$RAY_ADDRESS``
+    (what ``ray.init`` itself reads); None (or ``local``): verl starts a local cluster."""
+    addr = OmegaConf.select(cfg, "ray_kwargs.ray_init.address", default=None) or os.environ.get("RAY_ADDRESS")
+    addr = str(addr).strip() if addr else ""
+    return None if addr in ("", "local") else addr
+
+
+def check_ray_address(address: str, timeout_s: float = 5.0) -> str | None:
+    """None if the Ray cluster at ``address`` (``host:port``, ``ray://host:port`` or ``auto``)
+    answers a TCP connect within ``timeout_s``; else the problem, one line (``ray.init`` itself
+    would retry for a minute and end in a traceback, after the MLflow run opened)."""
+    import socket
+
+    hostport: str | None = address
+    if address.startswith("ray://"):
+        hostport = address[len("ray://") :]
+    else:
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+
+            hostport = canonicalize_bootstrap_address(address)
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return f"Ray address {address!r}: {first[:200]}"
+    if not hostport:
+        return f"Ray address {address!r}: no running Ray cluster found (start one: ray start --head)"
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            return None
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return (
+            f"Ray cluster at {address} unreachable ({hostport}: {why}); start it (ray start --head) or "
+            "unset RAY_ADDRESS / ray_kwargs.ray_init.address to start a local one"
+        )
+
+
 def _children() -> list:
     """This process's descendants (the local Ray cluster verl started, and its workers)."""
     import psutil
@@ -610,6 +675,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems:
         print("arenabench-verl: " + "\n  ".join(["config problems:", *problems]), file=sys.stderr)
         return 2
+    address = ray_address(cfg)
+    if address is not None:
+        problem = check_ray_address(address)
+        if problem:
+            print(f"arenabench-verl: {problem}", file=sys.stderr)
+            return 2
+        with open_dict(cfg):  # ray.init(address=...) joins it; verl passes ray_init's keys through
+            cfg.ray_kwargs.ray_init.address = address
+            # what only a new cluster takes (ray.init refuses them when joining): the cluster's own
+            dropped = [k for k in JOIN_DROPS if cfg.ray_kwargs.ray_init.get(k) not in (None, {}, False)]
+            for k in JOIN_DROPS:
+                cfg.ray_kwargs.ray_init.pop(k, None)
+        if dropped:
+            print(
+                f"arenabench-verl: the cluster's resources apply, not ray_init's {', '.join(dropped)}",
+                file=sys.stderr,
+            )
+        print(f"arenabench-verl: joining the Ray cluster at {address} (left running)", file=sys.stderr)
 
     if is_cpu(cfg) or uses_hf(cfg):
         os.environ.update(worker_env(cfg, {}))  # before verl is imported here: its external modules
@@ -626,6 +709,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracker = start_mlflow_run(cfg, job_tags(cfg, args.config_name, overrides))
         extra = {"MLFLOW_TRACKING_URI": tracker.uri, "MLFLOW_RUN_ID": tracker.run_id}
         print(f"arenabench-verl: MLflow run {tracker.run_id} in {tracker.uri}", file=sys.stderr)
+    if address is not None:  # a joined cluster's workers get only what the runtime env carries
+        extra = {**env_refs(cfg), **extra}
     os.environ.update(worker_env(cfg, extra))  # a local Ray cluster inherits this process's env
 
     from verl.trainer.main_ppo import main as verl_main
@@ -669,7 +754,7 @@ def _close(tracker, status: str, t0: float, error: BaseException | None = None) 
         except Exception as exc:  # the final finish() below tries again; the cleanup goes on
             print(f"arenabench-verl: could not mark the run {status} yet: {exc!r}", file=sys.stderr)
     started = ray.is_initialized()
-    if started:  # verl's run_ppo starts a local cluster and leaves it running
+    if started:  # verl's run_ppo starts a local cluster and leaves it running; a joined one: disconnect
         ray.shutdown()
     if tracker is not None:
         if status != "FINISHED" and started:
