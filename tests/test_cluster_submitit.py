@@ -72,3 +72,17 @@ def test_submitit_local_runs_equal_the_local_launchers(tmp_path):
     # one scheduler job per arm: each trained its two seeds as one stacked batch
     jobs = sorted(p.name for p in (tmp_path / "submitit_local" / "sweep" / ".submitit").rglob("*_result.pkl"))
     assert len(jobs) == 2, jobs
+
+
+def test_no_experiment_sets_a_launcher_key():
+    """An experiment that sets ``hydra.launcher.*`` (e.g. ``n_jobs``) breaks
+    ``hydra/launcher=submitit_slurm`` given on the command line (its schema has no such key): the
+    experiments pin the launcher by the defaults list only (docs/cluster.md)."""
+    from pathlib import Path
+
+    import yaml
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "experiment"
+    for path in sorted(conf.glob("*.yaml")):
+        cfg = yaml.safe_load(path.read_text()) or {}
+        assert "launcher" not in (cfg.get("hydra") or {}), path.name
