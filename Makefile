@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments tables report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer anchor-bias order bench soak vllm clean judges judges-fidelity notebooks trl trl-learning
+.PHONY: demo experiments tables persistence report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer anchor-bias order bench soak vllm clean judges judges-fidelity notebooks trl trl-learning
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ tables: $(VENV)/.base  ## regenerate every published sweep (10 seeds) + per-judg
 	PY=$(PY) scripts/regenerate_tables.sh
 	$(PY) experiments/table2_report.py --out results/train
 	$(PY) experiments/judge_table.py --out results/judges
+	$(PY) experiments/persistence_study.py report --out results/judges
+
+persistence: $(VENV)/.base  ## issue 39: the phase diagram's grid on task=hackable (9 cells x 4 arms x 10 seeds, ~15 min on 2 idle cores) + the persistence report (table2 and hacking under the persistent fits come from `make tables`) -> results/judges/persistence_train.md
+	$(PY) experiments/persistence_study.py phase
+	$(PY) experiments/persistence_study.py report --out results/judges
 
 report: $(VENV)/.base  ## rewrite results/train/*.md + PNGs from results/mlflow.db (every experiment it holds)
 	$(PY) experiments/table2_report.py --out results/train

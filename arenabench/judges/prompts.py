@@ -205,6 +205,16 @@ def _system_message(rubric: Rubric) -> str:
     )
 
 
+def _query_blocks(rubric: Rubric, prompt_text: str, reference: str | None) -> list[str]:
+    """The query block, and the reference answer's when the rubric uses one (both prompts)."""
+    if rubric.uses_reference and reference is None:
+        raise ValueError(f"rubric {rubric.name!r} uses a reference answer but none was given")
+    blocks = [_block("QUERY", prompt_text)]
+    if rubric.uses_reference:
+        blocks.append(_block("REFERENCE ANSWER", str(reference)))
+    return blocks
+
+
 def pair_prompt(
     rubric: Rubric,
     prompt_text: str,
@@ -214,11 +224,7 @@ def pair_prompt(
     mask_tool_outputs: bool = True,
 ) -> list[dict[str, str]]:
     """System + user chat messages asking the judge to compare ``a`` (shown first) and ``b``."""
-    if rubric.uses_reference and reference is None:
-        raise ValueError(f"rubric {rubric.name!r} uses a reference answer but none was given")
-    blocks = [_block("QUERY", prompt_text)]
-    if rubric.uses_reference:
-        blocks.append(_block("REFERENCE ANSWER", str(reference)))
+    blocks = _query_blocks(rubric, prompt_text, reference)
     blocks.append(_block("TRAJECTORY A", render_trajectory(a, mask_tool_outputs)))
     blocks.append(_block("TRAJECTORY B", render_trajectory(b, mask_tool_outputs)))
     user = (
@@ -288,11 +294,7 @@ def point_prompt(
     mask_tool_outputs: bool = True,
 ) -> list[dict[str, str]]:
     """System + user chat messages asking the judge to score ``traj`` alone (:data:`POINT_SCALE`)."""
-    if rubric.uses_reference and reference is None:
-        raise ValueError(f"rubric {rubric.name!r} uses a reference answer but none was given")
-    blocks = [_block("QUERY", prompt_text)]
-    if rubric.uses_reference:
-        blocks.append(_block("REFERENCE ANSWER", str(reference)))
+    blocks = _query_blocks(rubric, prompt_text, reference)
     blocks.append(_block("TRAJECTORY", render_trajectory(traj, mask_tool_outputs)))
     lo, hi = POINT_SCALE
     user = (
