@@ -128,9 +128,7 @@ def test_compare_reads_the_demo_store_after_make_demo(monkeypatch, tmp_path, cap
     demo.parent.mkdir(parents=True)
     import mlflow
 
-    mlflow.set_tracking_uri(f"sqlite:///{demo}")
-    mlflow.set_experiment("demo_x")
-    mlflow.set_tracking_uri("")
+    mlflow.MlflowClient(f"sqlite:///{demo}").create_experiment("demo_x")  # no process-global URI left set
     monkeypatch.chdir(root)
     assert cli.main(["compare", "--experiment", "nope"]) == 2
     assert "experiments in the store: Default, demo_x" in capsys.readouterr().err
