@@ -152,8 +152,10 @@ def pointwise_snr(
     """σ_group over every trajectory of ``groups`` (sample 0) and σ_noise from ``repeats`` fresh
     samples of ``probe_size`` random trajectories; failed scores are left out (counted).
     Returns sigma_group, sigma_noise, snr, probe_calls, probe_failures. Sample indices start
-    at 1000 so probes never coincide with a constructor's own votes."""
-    if not hasattr(judge, "score_points") or not groups:
+    at 1000 so probes never coincide with a constructor's own votes. ``probe_size = 0`` turns the
+    probe off (no judge request at all: an LLM judge now scores too, and each probe costs K·N +
+    probe_size·repeats requests a step)."""
+    if not hasattr(judge, "score_points") or not groups or probe_size <= 0:
         return {"sigma_group": math.nan, "sigma_noise": math.nan, "snr": math.nan, "probe_calls": 0}
     flat = [(g, t) for g in groups for t in g.trajectories]
     reqs = [PointRequest(g.prompt, t, 1000) for g, t in flat]
