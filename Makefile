@@ -86,7 +86,7 @@ fidelity-integer: $(VENV)/.base  ## the same on the integer-grid judge (ties) ->
 anchor-bias: $(VENV)/.base  ## issue 31.3: seeded_single_elim's anchor_seed rules, anchor bias (4,000 equal-quality groups) + paired fidelity, calibrated/integer + three fitted judges, N = 8, 16 -> results/anchor_bias/ (~20 min on one free core)
 	$(PY) experiments/anchor_bias.py --out results/anchor_bias
 
-judges: $(VENV)/.base  ## issue 25: statistics of the recorded real judges (data/judgments/), the fitted presets conf/judge/{gpt4_llmbar,chatgpt_llmbar,gpt4turbo_mtbench}.yaml, out-of-sample checks -> results/judges/ (~4 min)
+judges: $(VENV)/.base  ## issue 25: statistics of the recorded real judges (data/judgments/), the fitted presets conf/judge/{gpt4_llmbar,chatgpt_llmbar,gpt4turbo_mtbench}.yaml, out-of-sample checks, the persistence statistics and persistent fits -> results/judges/ (~11 min on 2 busy cores)
 	$(PY) experiments/judge_calibration.py --out results/judges
 
 FITTED_JUDGES := gpt4_llmbar chatgpt_llmbar gpt4turbo_mtbench

@@ -293,7 +293,7 @@ def _phase_figure(df: pd.DataFrame, marks: dict, path: Path) -> None:
             y = np.interp(b, list(g.index), range(len(g.index)))
             ax.plot(x, y, marker="o", mfc="none", mec="k", ms=10)
             ax.annotate(
-                LABELS[j].split(",")[0], (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8
+                LABELS[j].split(",")[0], (x, y), textcoords="offset points", xytext=(9, -13), fontsize=8
             )
         ax.set_title(f"{arm} − pointwise")
         ax.set_xlabel("persistent share of the pairwise error (fraction)")

@@ -123,6 +123,27 @@ def judge_stat(judge: str, statistic: str, col: str = "value", by_source: bool =
     return get
 
 
+def persist(file: str, col: str, **where) -> Callable[[], float]:
+    """A value of results/judges/persistence_<file>.csv (experiments/persistence_study.py)."""
+
+    def get() -> float:
+        d = csv(f"results/judges/persistence_{file}.csv")
+        sel = pd.Series(True, index=d.index)
+        for k, v in where.items():
+            sel &= d[k] == v
+        assert sel.sum() == 1, (file, where)
+        return float(d.loc[sel, col].iloc[0])
+
+    return get
+
+
+D3 = ("d_pointwise", "d_pointwise_lo", "d_pointwise_hi")
+
+
+def PT2(judge: str, arm: str, col: str) -> Callable[[], float]:  # noqa: N802 (a table's short name)
+    return persist("table2", col, judge=judge, arm=arm, experiment=f"table2_{judge}")
+
+
 def per_seed_gain(experiment: str, arm: str, base: str = "pointwise", how: str = "min"):
     """Min or max over seeds of the arm's final sampled quality minus the baseline's, same seed."""
 
@@ -322,10 +343,43 @@ QUOTES = [
     ),
     Quote(
         "README.md",
-        "routing all-equal verifier groups to a tournament *raises* the verifier's pass rate, {} vs {} "
-        "for plain verifier rewards (Δ {} [{}, {}]), as the paper claims; the gain comes from the "
-        "all-wrong groups (routing only them: {} [{}, {}] at a quarter of the judge calls; only the "
-        "all-correct ones: {} [{}, {}]).",
+        "on LLMBar GPT-4 is wrong in both orders on {}% of items, {}× what independent errors would "
+        "give, and ChatGPT prefers the longer output (length-bias index {};",
+        [
+            lambda: 100 * judge_stat("GPT-4", "pair_both_wrong")(),
+            judge_stat("GPT-4", "pair_both_wrong_ratio"),
+            judge_stat("ChatGPT", "pair_length_bias_index"),
+        ],
+    ),
+    Quote(
+        "README.md",
+        "seeded single-elim's gain over pointwise on table2 shrinks from {} to {} [{}, {}] (GPT-4) and "
+        "from {} to {} [{}, {}] (ChatGPT); anchor's is {} [{}, {}] and {} [{}, {}].",
+        [jt("gpt4_llmbar", "seeded_single_elim", "d_final")]
+        + [PT2("gpt4_llmbar_persistent", "seeded_single_elim", c) for c in D3]
+        + [jt("chatgpt_llmbar", "seeded_single_elim", "d_final")]
+        + [PT2("chatgpt_llmbar_persistent", "seeded_single_elim", c) for c in D3]
+        + [PT2(j, "anchor", c) for j in ("gpt4_llmbar_persistent", "chatgpt_llmbar_persistent") for c in D3],
+    ),
+    Quote(
+        "README.md",
+        "(seeded single-elim ends at {} true quality vs pointwise {}); anchor resists longest "
+        "({} [{}, {}] at step 200, but turning down).",
+        [
+            persist("hacking", "final", judge="chatgpt_llmbar_persistent", arm="seeded_single_elim"),
+            persist("hacking", "final", judge="chatgpt_llmbar_persistent", arm="pointwise"),
+        ]
+        + [persist("hacking", c, judge="chatgpt_llmbar_persistent", arm="anchor") for c in D3],
+    ),
+    Quote(
+        "README.md",
+        "gain vanishes once half the error persists ({} at share 0, {} at 0.5, β = 0:",
+        [persist("phase", "d", share=x, beta=0.0, arm="seeded_single_elim") for x in (0.0, 0.5)],
+    ),
+    Quote(
+        "README.md",
+        "*raises* the pass rate, {} vs {} (Δ {} [{}, {}]), as the paper claims, through the all-wrong "
+        "groups (only them: {} [{}, {}]; only all-correct: {} [{}, {}]).",
         [
             st("reasoning_arena_chain", "adaptive", "final", "eval_pass_rate"),
             st("reasoning_arena_chain", "rlvr", "final", "eval_pass_rate"),
@@ -338,8 +392,7 @@ QUOTES = [
     ),
     Quote(
         "README.md",
-        "the same routing wins judged quality ({} over plain verifier rewards) but "
-        "*loses* the verifier's own pass rate ({} vs {})",
+        "the same routing wins judged quality ({}) but *loses* the pass rate ({} vs {})",
         [
             st("reasoning_arena", "adaptive", "d_final"),
             st("reasoning_arena", "adaptive", "final", "eval_pass_rate"),
