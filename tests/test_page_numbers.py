@@ -379,7 +379,8 @@ QUOTES = [
     Quote(
         "README.md",
         "*raises* the pass rate, {} vs {} (Δ {} [{}, {}]), as the paper claims, through the all-wrong "
-        "groups (only them: {} [{}, {}]; only all-correct: {} [{}, {}]).",
+        "groups (only them: {} [{}, {}]; only all-correct: {} [{}, {}]); under the fitted GPT-4 and "
+        "ChatGPT judges alike ({}, {}).",
         [
             st("reasoning_arena_chain", "adaptive", "final", "eval_pass_rate"),
             st("reasoning_arena_chain", "rlvr", "final", "eval_pass_rate"),
@@ -388,6 +389,10 @@ QUOTES = [
             st("reasoning_arena_chain", arm, c, "eval_pass_rate")
             for arm in ("adaptive", "adaptive_all_wrong", "adaptive_all_correct")
             for c in ("d_final", "d_final_lo", "d_final_hi")
+        ]
+        + [
+            st(f"reasoning_arena_chain_{j}", "adaptive", "d_final", "eval_pass_rate")
+            for j in ("gpt4_llmbar", "chatgpt_llmbar")
         ],
     ),
     Quote(

@@ -84,9 +84,13 @@ class Cluster:
     def start(self) -> Cluster:
         # the smoke's own ray_init (num_cpus 8, num_gpus 1: the CPU platform's stand-in GPU) on
         # the head, which the launcher drops when joining; a second node beside it
-        self._ray("--head", f"--port={self.port}", "--num-cpus=8", "--num-gpus=1",
-                  "--include-dashboard=false", f"--temp-dir={self.root}")  # fmt: skip
-        self._ray(f"--address={self.address}", "--num-cpus=2")
+        try:
+            self._ray("--head", f"--port={self.port}", "--num-cpus=8", "--num-gpus=1",
+                      "--include-dashboard=false", f"--temp-dir={self.root}")  # fmt: skip
+            self._ray(f"--address={self.address}", "--num-cpus=2")
+        except BaseException:
+            self.stop()  # a node that failed to start: leave no half cluster behind
+            raise
         return self
 
     def processes(self) -> list[psutil.Process]:
@@ -119,8 +123,13 @@ class Cluster:
 
 
 @pytest.mark.slow
-def test_verl_joins_a_running_cluster_survives_a_sigterm_and_resumes(tiny_dir, tmp_path_factory):
+def test_verl_joins_a_running_cluster_survives_a_sigterm_and_resumes(tiny_dir, tmp_path_factory, monkeypatch):
     import tempfile
+
+    # an earlier local ray.init() in the suite turns token auth on and leaves ~/.ray/auth_token; a
+    # head started with RAY_AUTH_MODE unset then demands the token and a joining node does not send
+    # it (InvalidAuthToken): this test's cluster, launcher and workers all run without token auth
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
 
     from mlflow.tracking import MlflowClient
 
