@@ -144,7 +144,7 @@ $(VERL_VENV)/.verl: pyproject.toml constraints/cpu.txt | $(VERL_PY)
 	$(VERL_PY) -c "import torch; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
 	touch $@
 
-test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM and TRL tests included; tests/verl in the verl venv; ~35 min on 2 cores from a fresh clone)
+test: $(VENV)/.vllm $(VERL_VENV)/.verl  ## lint + the test suite (vLLM and TRL tests included; tests/verl in the verl venv; ~50 min on 2 cores from a fresh clone)
 	$(PY) -m ruff check arenabench tests experiments benchmarks scripts hydra_plugins
 	$(PY) -m pytest --ignore=tests/verl --durations=15
 	$(VERL_PY) -m pytest tests/verl --durations=15
