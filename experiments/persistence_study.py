@@ -104,11 +104,18 @@ def run_phase(uri: str, seeds: str, python: str) -> None:
 # --- report ----------------------------------------------------------------------------------
 
 
-def _values(experiment: str, uri: str, metric: str = PRIMARY) -> pd.DataFrame | None:
+def _values(
+    experiment: str, uri: str, metric: str = PRIMARY, runs: list | None = None
+) -> pd.DataFrame | None:
+    """run_values' per-run rows (None if the experiment is not in the store); the primary metric's
+    rows are also appended to ``runs`` (the report's one-row-per-run csv)."""
     try:
-        return run_values(experiment, metric, uri=uri, by=BY)
+        v = run_values(experiment, metric, uri=uri, by=BY)
     except ValueError:
         return None
+    if runs is not None:
+        runs.append(v.drop(columns="points").assign(experiment=experiment, metric=metric))
+    return v
 
 
 def _paired(v: pd.DataFrame, arm: str, base: str, col: str = "final") -> dict:
@@ -122,11 +129,11 @@ def _cell(d: dict) -> str:
     return f"{fmt(d['mean'], d['lo'], d['hi'], signed=True)} (p {fmt_p(d['p'])})"
 
 
-def table2_section(uri: str, design: str) -> tuple[list[str], list[dict]]:
+def table2_section(uri: str, design: str, runs: list) -> tuple[list[str], list[dict]]:
     lines, rows = [], []
     for j in PERSISTENT:
         exp = f"{design}_{j}"
-        v = _values(exp, uri)
+        v = _values(exp, uri, runs=runs)
         if v is None:
             lines += [f"- `{exp}`: not in the store (run `STAGES=persistent_{design} make tables`).", ""]
             continue
@@ -175,11 +182,11 @@ def _curve_value(exp: str, uri: str, metric: str, step: int) -> pd.DataFrame | N
     return pd.DataFrame(out)
 
 
-def hacking_section(uri: str) -> tuple[list[str], list[dict]]:
+def hacking_section(uri: str, runs: list) -> tuple[list[str], list[dict]]:
     lines, rows = [], []
     for j in PERSISTENT:
         exp = f"hacking_{j}"
-        q = _values(exp, uri)
+        q = _values(exp, uri, runs=runs)
         if q is None:
             lines += [f"- `{exp}`: not in the store (run `STAGES=hacking make tables`).", ""]
             continue
@@ -191,8 +198,8 @@ def hacking_section(uri: str) -> tuple[list[str], list[dict]]:
             f"(β = {judge_conf(j)['surface_beta']:.3g} latent units per SD, fitted)",
             "",
             "| arm | final true quality | Δ vs pointwise | surface at step 100 | final surface "
-            "| final judge view − truth |",
-            "|---|---|---|---|---|---|",
+            "| final judge view − truth | judge calls / run |",
+            "|---|---|---|---|---|---|---|",
         ]  # fmt: skip
         for arm in sorted(q.arm.unique(), key=lambda a: (a != "pointwise", a)):
             ti = stats.t_interval(q[q.arm == arm]["final"].to_numpy())
@@ -223,27 +230,30 @@ def hacking_section(uri: str) -> tuple[list[str], list[dict]]:
 
             lines.append(
                 f"| {arm} | {fmt(ti['mean'], ti['lo'], ti['hi'])} | {_cell(d) if d else '—'} | "
-                f"{ci(s_mid)} | {ci(s_fin)} | {ci(gap)} |"
+                f"{ci(s_mid)} | {ci(s_fin)} | {ci(gap)} | {q[q.arm == arm]['judge_calls'].mean():.0f} |"
             )
         lines.append("")
     return lines, rows
 
 
-def phase_section(uri: str, out: Path) -> tuple[list[str], list[dict]]:
+def phase_section(uri: str, out: Path, runs: list) -> tuple[list[str], list[dict]]:
     base = judge_conf(BASE_JUDGE)
     rows = []
     for share in SHARES:
         for beta in BETAS:
-            v = _values(cell_name(share, beta), uri)
+            v = _values(cell_name(share, beta), uri, runs=runs)
+            calls = v.groupby("arm")["judge_calls"].mean() if v is not None else {}
             for arm in PHASE_ARMS[1:]:
                 if v is None or arm not in set(v.arm):
                     rows.append({"share": share, "beta": beta, "arm": arm, "d": math.nan, "lo": math.nan,
-                                 "hi": math.nan, "p": math.nan, "pointwise": math.nan})  # fmt: skip
+                                 "hi": math.nan, "p": math.nan, "pointwise": math.nan,
+                                 "calls": math.nan, "pointwise_calls": math.nan})  # fmt: skip
                     continue
                 d = _paired(v, arm, "pointwise")
                 pw = v[v.arm == "pointwise"]["final"].mean()
                 rows.append({"share": share, "beta": beta, "arm": arm, "d": d["mean"], "lo": d["lo"],
-                             "hi": d["hi"], "p": d["p"], "pointwise": pw})  # fmt: skip
+                             "hi": d["hi"], "p": d["p"], "pointwise": pw, "calls": calls[arm],
+                             "pointwise_calls": calls["pointwise"]})  # fmt: skip
     df = pd.DataFrame(rows)
     if df["d"].isna().all():
         return [
@@ -254,8 +264,8 @@ def phase_section(uri: str, out: Path) -> tuple[list[str], list[dict]]:
     lines = [
         "| persistent share | β (latent / SD) | pointwise final | "
         + " | ".join(f"Δ {a}" for a in PHASE_ARMS[1:])
-        + " |",
-        "|---|---|---|" + "---|" * (len(PHASE_ARMS) - 1),
+        + " | judge calls / run (" + ", ".join(PHASE_ARMS) + ") |",
+        "|---|---|---|" + "---|" * len(PHASE_ARMS),
     ]  # fmt: skip
     for (share, beta), g in df.groupby(["share", "beta"], sort=True):
         g = g.set_index("arm")
@@ -263,7 +273,12 @@ def phase_section(uri: str, out: Path) -> tuple[list[str], list[dict]]:
             f"{fmt(g.loc[a, 'd'], g.loc[a, 'lo'], g.loc[a, 'hi'], signed=True)} (p {fmt_p(g.loc[a, 'p'])})"
             for a in PHASE_ARMS[1:]
         ]
-        lines.append(f"| {share:g} | {beta:g} | {fmt(g['pointwise'].iloc[0])} | " + " | ".join(cells) + " |")
+        calls = ", ".join(
+            f"{c:.0f}" for c in [g["pointwise_calls"].iloc[0], *g.loc[list(PHASE_ARMS[1:]), "calls"]]
+        )
+        lines.append(
+            f"| {share:g} | {beta:g} | {fmt(g['pointwise'].iloc[0])} | " + " | ".join(cells) + f" | {calls} |"
+        )
     lines += ["", "Fitted judges on this map (share, β in the base's latent units): "
               + "; ".join(f"{LABELS[j]} ({s:.2f}, {b:.2f})" for j, (s, b) in marks.items()), "",
               "![phase diagram](persistence_phase.png)", ""]  # fmt: skip
@@ -314,10 +329,13 @@ GRID_TEXT = "The grid, fixed before any run " + " ".join(
 
 def report(uri: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    t2, t2_rows = table2_section(uri, "table2")
-    t2h, t2h_rows = table2_section(uri, "table2_hard")
-    hk, hk_rows = hacking_section(uri)
-    ph, ph_rows = phase_section(uri, out)
+    runs: list[pd.DataFrame] = []
+    t2, t2_rows = table2_section(uri, "table2", runs)
+    t2h, t2h_rows = table2_section(uri, "table2_hard", runs)
+    hk, hk_rows = hacking_section(uri, runs)
+    ph, ph_rows = phase_section(uri, out, runs)
+    if runs:  # one row per run: experiment, arm, seed, run id, final/AUC, judge calls, start checkpoint
+        pd.concat(runs, ignore_index=True).to_csv(out / "persistence_runs.csv", index=False)
     pd.DataFrame(t2_rows + t2h_rows).to_csv(out / "persistence_table2.csv", index=False)
     pd.DataFrame(hk_rows).to_csv(out / "persistence_hacking.csv", index=False)
     pd.DataFrame(ph_rows).to_csv(out / "persistence_phase.csv", index=False)
@@ -327,9 +345,12 @@ def report(uri: str, out: Path) -> None:
         "Generated by `python experiments/persistence_study.py report --out results/judges` from the "
         "sweeps of `scripts/regenerate_tables.sh` (stages `persistent_table2`, `persistent_table2_hard`, "
         "`hacking`) and `python experiments/persistence_study.py phase`. Every Δ is paired by seed "
-        "(same SFT start, same prompt order) with its 95% t interval and p; *final* = the last eval's "
-        "`eval_sampled_quality` (true quality of 16 samples per prompt), *AUC* = its area over the run. "
-        "Judges: `conf/judge/*_persistent.yaml` (fits in [persistence.md](persistence.md)).",
+        "(same SFT start, same prompt order; seeds 0–9) with its 95% t interval and p; *final* = the last "
+        "eval's `eval_sampled_quality` (true quality of 16 samples per prompt), *AUC* = its area over the "
+        "run. "
+        "Judges: `conf/judge/*_persistent.yaml` (fits in [persistence.md](persistence.md)). One row per run "
+        "(experiment, arm, seed, run id, final, AUC, judge calls, start checkpoint `init_sha256`): "
+        "`persistence_runs.csv`.",
         "",
         "## table2 (task=preference, init=sft)",
         "",
