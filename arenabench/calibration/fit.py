@@ -104,19 +104,38 @@ def simulate(
     scores, pairs, re-scores). ``hist`` given: the judge's cutpoints are set to match it first.
     Pair midpoints ~ N(level_mean, level_sd²): (0, 1) fixes the unit of a fit; another pair
     set judged by an already fitted judge has its own (:func:`fit_pair_set`)."""
-    n = draws.n
     d = gap_mean + gap_sd * draws.g
     m = level_mean + level_sd * draws.m
     za, zb = m + d / 2, m - d / 2
+    has_gold = bool(np.any(like.gold != 0))
+    return judgments_of_views(judge, like, draws, za, zb, hist, f"{like.judge} (fitted)", has_gold)
+
+
+def judgments_of_views(
+    judge: OrdinalJudge,
+    like: JudgeData,
+    draws: _Draws,
+    va: np.ndarray,
+    vb: np.ndarray,
+    hist: np.ndarray | None,
+    label: str,
+    has_gold: bool = True,
+    **extra,
+) -> JudgeData:
+    """Simulated recorded-like judgments of pairs whose two responses the judge views at ``va``
+    and ``vb`` (latent units): scores, re-scores and both-order verdicts with ``like``'s parts and
+    ``draws``' noise (``hist`` given: the cutpoints are set to match it first). Shared by the gap
+    model (:func:`simulate`) and the persistent one (``persistent.simulate``); ``extra`` fields
+    (e.g. response lengths) are passed to :class:`JudgeData`."""
+    n = draws.n
     r = judge.rejudge_share
     fixed = math.sqrt(1 - r) * draws.fix
-    ua = za + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[0])
-    ub = zb + judge.point_noise * (fixed[1] + math.sqrt(r) * draws.fresh[1])
+    ua = va + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[0])
+    ub = vb + judge.point_noise * (fixed[1] + math.sqrt(r) * draws.fresh[1])
     has_point = like.grid is not None and len(like.scores) > 0
     if has_point and hist is not None:
         cum = np.cumsum(hist)[:-1]
         judge.cutpoints = np.quantile(np.concatenate([ua, ub]), np.clip(cum, 0.0, 1.0))
-    has_gold = bool(np.any(like.gold != 0))
     nan = np.full(n, np.nan)
     if has_point:
         s_a, s_b = judge.level(ua).astype(float), judge.level(ub).astype(float)
@@ -125,11 +144,11 @@ def simulate(
         s_a, s_b, scores = nan, nan, np.zeros(0)
     if len(like.r1):
         r1 = s_a
-        r2 = judge.level(za + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[2])).astype(float)
+        r2 = judge.level(va + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[2])).astype(float)
     else:
         r1 = r2 = np.zeros(0)
     if len(like.occ_item):
-        gap = za - zb
+        gap = va - vb
         v_ab = judge.verdict(gap + judge.bias(gap) + judge.pair_noise * draws.pair[0])
         v_ba = -judge.verdict(-gap + judge.bias(-gap) + judge.pair_noise * draws.pair[1])
         occ = np.arange(n)
@@ -137,7 +156,7 @@ def simulate(
         v_ab = v_ba = np.zeros(0)
         occ = np.zeros(0, dtype=int)
     return JudgeData(
-        judge=f"{like.judge} (fitted)",
+        judge=label,
         grid=like.grid,
         gold=np.ones(n) if has_gold else np.zeros(n),
         s_a=s_a,
@@ -148,6 +167,7 @@ def simulate(
         scores=scores,
         r1=r1,
         r2=r2,
+        **extra,
     )
 
 

@@ -49,6 +49,7 @@ from arenabench.calibration.fit import (
     _fit_row,
     _implied,
     _values,
+    judgments_of_views,
 )
 from arenabench.calibration.stats import JudgeData, measure, point_values
 from arenabench.judges.ordinal import OrdinalJudge, response_level_sd
@@ -142,7 +143,6 @@ def simulate_persistent(
 ) -> JudgeData:
     """Simulated judgments of ``draws.n`` recorded-like pairs under the persistent model (module
     docstring), with ``like``'s parts; ``hist`` given: the cutpoints are set to match it first."""
-    n = draws.n
     t = np.abs(gap_mu + gap_sigma * draws.g)
     m = level_mean + level_sd * draws.m
     va = m + t / 2 + judge.persistent_sd * draws.eps[0]
@@ -154,48 +154,8 @@ def simulate_persistent(
             s = (nx.log(np.maximum(draws.lengths, 1.0)) - surface["mean"]) / surface["sd"]
             va = va + judge.surface_beta * s[:, 0]
             vb = vb + judge.surface_beta * s[:, 1]
-    r = judge.rejudge_share
-    fixed = math.sqrt(1 - r) * draws.fix
-    ua = va + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[0])
-    ub = vb + judge.point_noise * (fixed[1] + math.sqrt(r) * draws.fresh[1])
-    has_point = like.grid is not None and len(like.scores) > 0
-    if has_point and hist is not None:
-        cum = np.cumsum(hist)[:-1]
-        judge.cutpoints = np.quantile(np.concatenate([ua, ub]), np.clip(cum, 0.0, 1.0))
-    nan = np.full(n, np.nan)
-    if has_point:
-        s_a, s_b = judge.level(ua).astype(float), judge.level(ub).astype(float)
-        scores = np.concatenate([s_a, s_b])
-    else:
-        s_a, s_b, scores = nan, nan, np.zeros(0)
-    if len(like.r1):
-        r1 = s_a
-        r2 = judge.level(va + judge.point_noise * (fixed[0] + math.sqrt(r) * draws.fresh[2])).astype(float)
-    else:
-        r1 = r2 = np.zeros(0)
-    if len(like.occ_item):
-        gap = va - vb
-        v_ab = judge.verdict(gap + judge.bias(gap) + judge.pair_noise * draws.pair[0])
-        v_ba = -judge.verdict(-gap + judge.bias(-gap) + judge.pair_noise * draws.pair[1])
-        occ = np.arange(n)
-    else:
-        v_ab = v_ba = np.zeros(0)
-        occ = np.zeros(0, dtype=int)
-    return JudgeData(
-        judge=f"{like.judge} (fitted, persistent)",
-        grid=like.grid,
-        gold=np.ones(n),
-        s_a=s_a,
-        s_b=s_b,
-        occ_item=occ,
-        v_ab=v_ab,
-        v_ba=v_ba,
-        scores=scores,
-        r1=r1,
-        r2=r2,
-        len_a=len_a,
-        len_b=len_b,
-    )
+    label = f"{like.judge} (fitted, persistent)"
+    return judgments_of_views(judge, like, draws, va, vb, hist, label, len_a=len_a, len_b=len_b)
 
 
 @dataclass
