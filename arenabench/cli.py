@@ -302,21 +302,28 @@ def cmd_calibrate(args) -> int:
         held = judge_data(table.select(label, sorted(holdout)), label)
         pair_set, predicted, measured = fit_pair_set(f, held, n_sim=args.n_sim)
         rows = holdout_rows(measured, predicted)
-        print(
-            f"\nout of sample on {', '.join(sorted(holdout))} (pair set: "
-            + ", ".join(f"{k} {v:.3f}" for k, v in pair_set.items())
-            + ")",
-            file=sys.stderr,
-        )
-        _emit(format_fit(rows, args.format), args.holdout_table)
-        if args.plot:
-            stem = Path(args.plot)
-            plot_fit(
-                rows,
-                str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
-                f"{name}: predicted on {', '.join(sorted(holdout))}",
-            )
+        _report_holdout(args, sorted(holdout), pair_set, rows, rows, f"{name}: predicted")
     return 0
+
+
+def _report_holdout(args, holdout: list[str], pair_set: dict, rows, plot_rows, title: str) -> None:
+    """The out-of-sample check of a fit (both models): its pair set, its table, its plot."""
+    from arenabench.calibration.fit import format_fit, plot_fit
+
+    print(
+        f"\nout of sample on {', '.join(holdout)} (pair set: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in pair_set.items())
+        + ")",
+        file=sys.stderr,
+    )
+    _emit(format_fit(rows, args.format), args.holdout_table)
+    if args.plot:
+        stem = Path(args.plot)
+        plot_fit(
+            plot_rows,
+            str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
+            f"{title} on {', '.join(holdout)}",
+        )
 
 
 def _calibrate_persistent(args, table, label: str, holdout: list[str], fit_on: list[str]) -> int:
@@ -362,20 +369,9 @@ def _calibrate_persistent(args, table, label: str, holdout: list[str], fit_on: l
         held = judge_data(table.select(label, holdout), label)
         pair_set, predicted, measured = fit_pair_set_persistent(f, held, n_sim=args.n_sim)
         rows = holdout_rows_persistent(measured, predicted)
-        print(
-            f"\nout of sample on {', '.join(holdout)} (pair set: "
-            + ", ".join(f"{k} {v:.3f}" for k, v in pair_set.items())
-            + ")",
-            file=sys.stderr,
+        _report_holdout(
+            args, list(holdout), pair_set, rows, _on_unit_scale(rows), f"{name} (persistent): predicted"
         )
-        _emit(format_fit(rows, args.format), args.holdout_table)
-        if args.plot:
-            stem = Path(args.plot)
-            plot_fit(
-                _on_unit_scale(rows),
-                str(stem.with_name(stem.stem + "_holdout" + stem.suffix)),
-                f"{name} (persistent): predicted on {', '.join(holdout)}",
-            )
     return 0
 
 
