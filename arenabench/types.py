@@ -105,6 +105,22 @@ class Score:
     votes: int = 1
 
 
+@dataclass(frozen=True)
+class Rank:
+    """A listwise ranking of trajectories ``items`` (k ≥ 2 indices of one group) in one judge call,
+    shown in the listed order (numbered 1…k), ``votes`` samples (``sample``, ``sample`` + 1, …; a
+    re-ask of the same list asks the next samples, as :class:`Match` does). RULER's listwise call
+    and Tournament-GRPO's k-wise match are both a ``Rank``."""
+
+    items: tuple[int, ...]
+    votes: int = 1
+    sample: int = 0
+
+    def __post_init__(self) -> None:
+        if len(self.items) < 2 or len(set(self.items)) != len(self.items):
+            raise ValueError(f"Rank.items must be k >= 2 distinct indices; got {self.items}")
+
+
 @dataclass
 class MatchResult:
     """Outcome of a :class:`Match`.
@@ -148,6 +164,18 @@ class ScoreResult:
     samples: list[float] = field(default_factory=list)
 
 
+@dataclass
+class RankResult:
+    """Outcome of a :class:`Rank`: ``scores[m]`` belongs to ``items[m]`` (higher = better), the mean
+    over the successful votes of each vote's :class:`RankJudgment` scores; NaN scores and
+    ``failed`` when every vote failed. ``samples`` holds every successful vote's scores."""
+
+    items: tuple[int, ...]
+    scores: tuple[float, ...]
+    failed: bool = False
+    samples: list[tuple[float, ...]] = field(default_factory=list)
+
+
 # --- what judges see -----------------------------------------------------------------------
 
 
@@ -168,6 +196,26 @@ class PointRequest:
     traj: Trajectory
     sample: int = 0
     attempt: int = 0
+
+
+@dataclass(frozen=True)
+class RankRequest:
+    """One listwise judge call: rank ``trajs`` (shown in this order, numbered 1…k) for ``prompt``."""
+
+    prompt: str
+    trajs: tuple[Trajectory, ...]
+    sample: int = 0
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class RankJudgment:
+    """A listwise judge's reply: one score per shown item, in the shown order, higher = better.
+    A judge that answers with an order gives each item the number of items ranked below it
+    (k − 1 for the first; items the judge ties share the mean of their positions' points, e.g.
+    two tied at the top of 3: 1.5 each); a judge that answers with per-item scores gives those."""
+
+    scores: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -283,6 +331,29 @@ def point_reply(x: Any) -> tuple[float | None, str | None]:
     if isinstance(x, JudgeFailure):
         return None, x.reason or "failure"
     return real_value(x)
+
+
+def rank_reply(x: Any, k: int) -> tuple[RankJudgment | None, str | None]:
+    """A listwise judge's reply for a list of ``k`` validated and normalized once (as
+    :func:`pair_reply`): ``(RankJudgment with k float scores, None)`` or ``(None, reason)`` — a
+    failure, a reply that is no ``RankJudgment``, a wrong number of scores, a score that is no
+    finite real number."""
+    if isinstance(x, JudgeFailure):
+        return None, x.reason or "failure"
+    if not isinstance(x, RankJudgment):
+        return None, f"bad reply type {type(x).__name__}"
+    if not isinstance(x.scores, tuple) or len(x.scores) != k:
+        n = len(x.scores) if isinstance(x.scores, tuple | list) else type(x.scores).__name__
+        return None, f"ranking of {n} items for a list of {k}"
+    if all(type(v) is float and math.isfinite(v) for v in x.scores):
+        return x, None
+    out = []
+    for v in x.scores:
+        f, why = real_value(v)
+        if f is None:
+            return None, why
+        out.append(f)
+    return RankJudgment(tuple(out)), None
 
 
 # --- what constructors return ---------------------------------------------------------------

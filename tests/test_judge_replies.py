@@ -19,7 +19,15 @@ from conftest import make_group
 from arenabench import Engine, judges, rewards
 from arenabench.aggregation import AGGREGATIONS
 from arenabench.diagnostics import tie_rate
-from arenabench.types import JudgeFailure, PairJudgment, pair_reply, point_reply
+from arenabench.types import (
+    JudgeFailure,
+    PairJudgment,
+    Rank,
+    RankJudgment,
+    pair_reply,
+    point_reply,
+    rank_reply,
+)
 
 CASTS = {
     "float32": np.float32,
@@ -143,3 +151,36 @@ def test_tie_rate_reads_numpy_replies_as_the_engine_does():
     got = tie_rate(Typed(CASTS["int64"]), groups)
     want = tie_rate(Typed(CASTS["int64"], plain=True), groups)
     assert got == want and got["failures"] == 0 and got["match_tie_rate"] > 0
+
+
+# --- listwise replies (issue 41: the ranking kind) --------------------------------------------
+
+
+def test_rank_reply_normalizes_real_numbers_to_floats():
+    got, why = rank_reply(RankJudgment((np.int64(2), np.float32(0.5), 1)), 3)
+    assert why is None and got.scores == (2.0, 0.5, 1.0)
+    assert all(type(v) is float for v in got.scores)
+
+
+@pytest.mark.parametrize(
+    ("reply", "k", "reason"),
+    [
+        (JudgeFailure("timeout"), 3, "timeout"),
+        (PairJudgment(1.0, 0.0), 2, "bad reply type PairJudgment"),
+        (0.5, 2, "bad reply type float"),
+        (RankJudgment((1.0, 0.0)), 3, "ranking of 2 items for a list of 3"),
+        (RankJudgment((1.0, math.nan, 0.0)), 3, "non-finite score"),
+        (RankJudgment((1.0, True)), 2, "bool score"),
+        (RankJudgment((1.0, "2")), 2, "non-numeric score"),
+    ],
+)
+def test_rank_reply_rejects_what_carries_no_ranking(reply, k, reason):
+    assert rank_reply(reply, k) == (None, reason)
+
+
+def test_rank_asks_k_distinct_items():
+    with pytest.raises(ValueError, match="k >= 2 distinct"):
+        Rank(items=(1,))
+    with pytest.raises(ValueError, match="k >= 2 distinct"):
+        Rank(items=(1, 1, 2))
+    assert Rank(items=(3, 0, 2)).items == (3, 0, 2)
