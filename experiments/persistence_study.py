@@ -55,7 +55,13 @@ PRIMARY = "eval_sampled_quality"
 LABELS = {
     "gpt4_llmbar_persistent": "GPT-4, LLMBar (persistent fit)",
     "chatgpt_llmbar_persistent": "ChatGPT, LLMBar (persistent fit)",
+    "gpt4_llmbar": "GPT-4, LLMBar (fresh-error fit)",
+    "chatgpt_llmbar": "ChatGPT, LLMBar (fresh-error fit)",
 }
+# the hard task's control: each persistent fit's fresh-error twin (the same judge fitted without the
+# persistent and length terms; stage fresh_table2_hard), judge by judge
+HARD_JUDGES = tuple(x for j in PERSISTENT for x in (j.removesuffix("_persistent"), j))
+STAGE = {"table2": "persistent_table2", "table2_hard": "persistent_table2_hard"}
 
 
 def judge_conf(name: str) -> dict:
@@ -129,13 +135,14 @@ def _cell(d: dict) -> str:
     return f"{fmt(d['mean'], d['lo'], d['hi'], signed=True)} (p {fmt_p(d['p'])})"
 
 
-def table2_section(uri: str, design: str, runs: list) -> tuple[list[str], list[dict]]:
+def table2_section(uri: str, design: str, runs: list, judges=PERSISTENT) -> tuple[list[str], list[dict]]:
     lines, rows = [], []
-    for j in PERSISTENT:
+    for j in judges:
         exp = f"{design}_{j}"
         v = _values(exp, uri, runs=runs)
         if v is None:
-            lines += [f"- `{exp}`: not in the store (run `STAGES=persistent_{design} make tables`).", ""]
+            stage = STAGE[design] if j in PERSISTENT else f"fresh_{design}"
+            lines += [f"- `{exp}`: not in the store (run `STAGES={stage} make tables`).", ""]
             continue
         calls = v.groupby("arm")["judge_calls"].mean()
         n_seeds = v.groupby("arm")["seed"].nunique()
@@ -164,6 +171,51 @@ def table2_section(uri: str, design: str, runs: list) -> tuple[list[str], list[d
             )
         lines.append("")
     return lines, rows
+
+
+# ArenaRL's Table 2 order of topologies, best first (RR >= SE > DE > Swiss > anchor): each link is
+# tested as a paired difference of final true quality, the better-claimed arm minus the next
+CHAIN = ("round_robin", "seeded_single_elim", "double_elim", "swiss", "anchor")
+LINKS = tuple(zip(CHAIN, CHAIN[1:], strict=False))
+
+
+def chain_section(uri: str, design: str, judges=PERSISTENT) -> tuple[list[str], list[dict]]:
+    """Per judge: each adjacent link of ArenaRL's order as a paired Δ (final), and whether the
+    data agree with it (the Δ's 95% CI lies above 0), are consistent with it (``≥``, RR vs SE only:
+    the CI covers 0), contradict it (the CI lies below 0) or cannot tell (``>``: the CI covers 0)."""
+    lines = ["| judge | " + " | ".join(f"{a} − {b}" for a, b in LINKS) + " |",
+             "|---|" + "---|" * (len(CHAIN) - 1)]  # fmt: skip
+    rows = []
+    for j in judges:
+        v = _values(f"{design}_{j}", uri)
+        if v is None or not set(CHAIN) <= set(v.arm):
+            continue
+        cells = []
+        for k, (a, b) in enumerate(LINKS):
+            d = _paired(v, a, b)
+            claim = "≥" if k == 0 else ">"
+            if d["lo"] > 0:
+                verdict = "agrees"
+            elif d["hi"] < 0:
+                verdict = "contradicts"
+            else:
+                verdict = "consistent" if claim == "≥" else "cannot tell"
+            rows.append({"experiment": f"{design}_{j}", "judge": j, "better": a, "worse": b,
+                         "claim": claim, "d": d["mean"], "d_lo": d["lo"], "d_hi": d["hi"], "d_p": d["p"],
+                         "verdict": verdict})  # fmt: skip
+            cells.append(f"{_cell(d)}: {verdict}")
+        lines.append(f"| {LABELS[j]} | " + " | ".join(cells) + " |")
+    if not rows:
+        return [], []
+    return [
+        f"**ArenaRL's order** (RR ≥ SE > DE > Swiss > anchor, its Table 2) on `{design}`: each link's "
+        "paired Δ of final true quality (better-claimed arm − the next): *agrees* when its 95% CI lies "
+        "above 0, *contradicts* when it lies below 0; a CI covering 0 is *consistent* with RR ≥ SE and "
+        "*cannot tell* for a strict link.",
+        "",
+        *lines,
+        "",
+    ], rows
 
 
 def _curve_value(exp: str, uri: str, metric: str, step: int) -> pd.DataFrame | None:
@@ -331,12 +383,15 @@ def report(uri: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     runs: list[pd.DataFrame] = []
     t2, t2_rows = table2_section(uri, "table2", runs)
-    t2h, t2h_rows = table2_section(uri, "table2_hard", runs)
+    t2h, t2h_rows = table2_section(uri, "table2_hard", runs, HARD_JUDGES)
+    c2, c2_rows = chain_section(uri, "table2")
+    c2h, c2h_rows = chain_section(uri, "table2_hard", HARD_JUDGES)
     hk, hk_rows = hacking_section(uri, runs)
     ph, ph_rows = phase_section(uri, out, runs)
     if runs:  # one row per run: experiment, arm, seed, run id, final/AUC, judge calls, start checkpoint
         pd.concat(runs, ignore_index=True).to_csv(out / "persistence_runs.csv", index=False)
     pd.DataFrame(t2_rows + t2h_rows).to_csv(out / "persistence_table2.csv", index=False)
+    pd.DataFrame(c2_rows + c2h_rows).to_csv(out / "persistence_order.csv", index=False)
     pd.DataFrame(hk_rows).to_csv(out / "persistence_hacking.csv", index=False)
     pd.DataFrame(ph_rows).to_csv(out / "persistence_phase.csv", index=False)
     text = [
@@ -355,9 +410,15 @@ def report(uri: str, out: Path) -> None:
         "## table2 (task=preference, init=sft)",
         "",
         *t2,
+        *c2,
         "## table2_hard (task=hard, init=sft_hard)",
         "",
+        "Each persistent fit beside its fresh-error twin (the same recorded judgments fitted without the "
+        "persistent and length terms, `conf/judge/{gpt4,chatgpt}_llmbar.yaml`; stage `fresh_table2_hard`): "
+        "what changes between the two is what persistence does.",
+        "",
         *t2h,
+        *c2h,
         "## Hacking (task=hackable, init=sft_hackable; each judge's fitted β)",
         "",
         "*surface*: the mean filler feature of the sampled eval answers (z-score against a uniform "

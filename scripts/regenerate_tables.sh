@@ -18,7 +18,7 @@ GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4,5,6,7,8,9}
 # the sweep dir's last part: a new name reruns a stage as a new sweep (the report reads the latest),
 # e.g. after a rule change at a new commit (a rerun into the same sweep would repeat its seeds)
 SWEEP=${SWEEP:-tables}
-STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc persistent_table2 persistent_table2_hard hacking"}
+STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc persistent_table2 persistent_table2_hard fresh_table2_hard hacking"}
 # one fixed sweep dir (= the runs' sweep id) per experiment name: a killed stage restarted with the
 # same command at the same commit re-runs only what did not finish (tracking.skip_finished matches
 # config and commit), and the report (latest sweep) still sees every run
@@ -45,6 +45,12 @@ for stage in $STAGES; do
     persistent_table2_hard)
       for j in $PERSISTENT; do
         train "table2_hard_$j" experiment=table2_hard judge="$j" name="table2_hard_$j" reward="$JUDGE_ARMS"
+      done ;;
+    fresh_table2_hard)  # the control for persistent_table2_hard: the same judges fitted without the
+      # persistent and length terms (conf/judge/<name>.yaml), so a difference is the persistence's
+      for j in $PERSISTENT; do
+        f=${j%_persistent}
+        train "table2_hard_$f" experiment=table2_hard judge="$f" name="table2_hard_$f" reward="$JUDGE_ARMS"
       done ;;
     hacking)  # issue 39: task=hackable under each judge's fitted length coefficient
       for j in $PERSISTENT; do
