@@ -40,3 +40,35 @@ class Scripted:
             else JudgeFailure("not scripted")
             for r in requests
         ]
+
+
+def drive_play(constructor, group, answer, seed: int = 0):
+    """Play a listwise ``constructor`` on ``group`` without an engine (issue 41: until the engine
+    runs ``Rank`` asks), answering each ``Rank`` ask with ``answer(ask)``: a ``RankJudgment``, or
+    None for a request that failed after the retries (every vote alike). Votes are folded as the
+    engine folds them. Returns (the finalized ``ConstructorResult``, judge calls — one per vote —
+    waves and failures counted; the waves of asks, in order)."""
+    import numpy as np
+
+    from arenabench.types import Accounting, RankResult
+
+    acc, waves = Accounting(), []
+    gen = constructor.play(group, np.random.default_rng(seed))
+    try:
+        asks = next(gen)
+        while True:
+            waves.append(asks)
+            acc.waves += 1
+            results = []
+            for ask in asks:
+                acc.judge_calls += ask.votes
+                reply = answer(ask)
+                if reply is None:
+                    acc.failures += ask.votes
+                    results.append(RankResult(ask.items, (float("nan"),) * len(ask.items), failed=True))
+                else:
+                    results.append(RankResult(ask.items, reply.scores, samples=[reply.scores] * ask.votes))
+            asks = gen.send(results)
+    except StopIteration as stop:
+        outcome = stop.value
+    return constructor.finalize(group, outcome, acc), waves
