@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from arenabench.judges.openai_compat import OpenAIJudge
@@ -183,3 +184,55 @@ def test_the_simulators_counter_prefills_each_ranked_response_once():
     assert stats["prompt_tokens"] == 2 * whole and stats["completion_tokens"] == 2 * pt.rank_decode(
         range(8, 0, -1)
     )
+
+
+@pytest.mark.parametrize(("spec", "calls"), [("listwise:calls=2", 2), ("kwise_knockout", 3)])
+def test_listwise_constructors_on_the_served_judge(stub, spec, calls):
+    """``listwise`` and ``kwise_knockout`` against the served stub judge, each ``Rank`` ask sent as
+    a ``RankRequest`` through ``OpenAIJudge.rank_lists`` (``helpers.drive_play``; the engine runs
+    them once issue 41's question kinds land): the stub ranks by its token score, so listwise's
+    ranks are exactly those scores' ranks and the knockout's champion is their best; one request
+    per call, each prefilling the list once."""
+    from helpers import drive_play
+
+    from arenabench import rewards
+    from arenabench.advantages import ranks_from_keys
+    from arenabench.judges.stub_server import side_score
+
+    srv = stub()
+    judge = _judge(srv)
+    g = simulate_groups(1, 8, seed=4)[0]
+
+    def answer(ask):
+        req = RankRequest(g.prompt, tuple(g.trajectories[i] for i in ask.items), sample=ask.sample)
+        (reply,) = judge.rank_lists([req])
+        return None if isinstance(reply, JudgeFailure) else reply
+
+    r, waves = drive_play(rewards.from_spec(spec), g, answer, seed=3)
+    stub_scores = [side_score(g.prompt, t.text) for t in g.trajectories]
+    assert r.judge_calls == judge.stats["requests"] == calls and not judge.stats["failures"] and not r.flags
+    if spec.startswith("listwise"):
+        assert r.rank.tolist() == ranks_from_keys(stub_scores).tolist()
+    else:
+        assert r.rank[stub_scores.index(max(stub_scores))] == 0.0 and len(waves) == 2
+    assert judge.stats["prompt_tokens"] > 0 and judge.stats["completion_tokens"] > 0
+
+
+def test_a_partial_ranking_fails_the_knockout_match_it_answers(stub):
+    """The stub's first reply is partial: after the engine's retries that match is a failure,
+    flagged, and decided by the seeded coin (the knockout's stated rule)."""
+    from helpers import drive_play
+
+    from arenabench import rewards
+
+    srv = stub("--bad-rankings", "1")
+    judge = _judge(srv)
+    g = simulate_groups(1, 8, seed=4)[0]
+
+    def answer(ask):
+        (reply,) = judge.rank_lists([RankRequest(g.prompt, tuple(g.trajectories[i] for i in ask.items))])
+        return None if isinstance(reply, JudgeFailure) else reply
+
+    r, _ = drive_play(rewards.get("kwise_knockout"), g, answer)
+    assert judge.stats["failures"] == {"malformed ranking": 1}
+    assert r.flags == ["failed_matches:1", "judge_failures:1"] and np.isfinite(r.advantage).all()
