@@ -206,3 +206,29 @@ def test_knockout_rejects_bad_parameters(bad):
 def test_listwise_rejects_bad_calls():
     with pytest.raises(ValueError):
         rewards.get("listwise", calls=0)
+
+
+@pytest.mark.parametrize(
+    "spec", ["listwise", "listwise:calls=3", "kwise_knockout", "kwise_knockout:k=3:advance=2"]
+)
+def test_no_evidence_no_advantage_and_hostile_replies_at_every_size(spec):
+    """What the engine-driven checks over every registered name will ask (tests/rewards/test_ties.py,
+    tests/fuzz): a judge that fails or ties every call gives zero advantage at every N; random
+    replies with ties and failures never crash and give finite, zero-mean advantages."""
+    cons = rewards.from_spec(spec)
+    tie = lambda a: RankJudgment.from_order([range(len(a.items))], len(a.items))  # noqa: E731
+    for n in (2, 3, 5, 7, 8, 9, 16, 17):
+        g = random_groups(n, seed=n)[0]
+        for answer in (lambda a: None, tie):
+            r, _ = drive_play(cons, g, answer, seed=n)
+            assert not r.advantage.any() and np.isfinite(r.reward).all(), (n, r.flags)
+        rng = np.random.default_rng(n)
+
+        def hostile(ask, rng=rng):
+            if rng.random() < 0.2:
+                return None
+            return RankJudgment(tuple(float(x) for x in rng.integers(0, 3, len(ask.items))))
+
+        for seed in range(20):
+            r, _ = drive_play(cons, g, hostile, seed=seed)
+            assert np.isfinite(r.advantage).all() and abs(r.advantage.sum()) < 1e-9
