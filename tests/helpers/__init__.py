@@ -9,6 +9,7 @@ in the verl venv with tests/conftest.py loaded first.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -72,3 +73,32 @@ def drive_play(constructor, group, answer, seed: int = 0):
     except StopIteration as stop:
         outcome = stop.value
     return constructor.finalize(group, outcome, acc), waves
+
+
+@contextlib.contextmanager
+def stub_servers(tmp_path):
+    """A maker of served stub judges (``judges/stub_server.py``), each a process on a free loopback
+    port logging its replies under ``tmp_path``, started by ``make(*extra args)``; all killed on
+    exit. A test file's fixture: ``with stub_servers(tmp_path) as make: yield make``."""
+    from arenabench.judges.stub_server import ServerProcess, free_port
+
+    made = []
+
+    def make(*extra):
+        srv = ServerProcess(free_port(), log=tmp_path / f"answered{len(made)}.log", extra=extra)
+        made.append(srv)
+        srv.start()
+        return srv
+
+    try:
+        yield make
+    finally:
+        for srv in made:
+            srv.kill()
+
+
+def stub_judge(srv, **kw):
+    """An ``OpenAIJudge`` on the served stub judge ``srv`` (no API key, fast resends)."""
+    from arenabench.judges.openai_compat import OpenAIJudge
+
+    return OpenAIJudge(srv.url, "stub", api_key_env=None, backoff_s=0.01, **kw)

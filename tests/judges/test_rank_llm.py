@@ -8,11 +8,11 @@ import re
 
 import numpy as np
 import pytest
+from helpers import stub_judge, stub_servers
 
-from arenabench.judges.openai_compat import OpenAIJudge
 from arenabench.judges.parsing import parse_ranking
 from arenabench.judges.prompts import load_rubric, rank_prompt, rank_regex, rank_request_messages
-from arenabench.judges.stub_server import ServerProcess, free_port, ranking
+from arenabench.judges.stub_server import ranking
 from arenabench.sim import simulate_groups
 from arenabench.types import JudgeFailure, PairRequest, RankJudgment, RankRequest, Trajectory
 
@@ -93,28 +93,15 @@ def test_the_ranking_prompt_numbers_each_trajectory_once_and_its_regex_admits_k_
 
 @pytest.fixture
 def stub(tmp_path):
-    made = []
-
-    def make(*extra):
-        srv = ServerProcess(free_port(), log=tmp_path / f"answered{len(made)}.log", extra=extra)
-        made.append(srv)
-        srv.start()
-        return srv
-
-    yield make
-    for srv in made:
-        srv.kill()
-
-
-def _judge(srv, **kw):
-    return OpenAIJudge(srv.url, "stub", api_key_env=None, backoff_s=0.01, **kw)
+    with stub_servers(tmp_path) as make:
+        yield make
 
 
 def test_rank_lists_on_the_served_judge_prefills_each_response_once(stub):
     """Each list's ranking comes back in shown order; one request per list; the prompt tokens of a
     listwise request (the whole group once) are below the pairwise round-robin's N(N−1) prompts."""
     srv = stub()
-    judge = _judge(srv)
+    judge = stub_judge(srv)
     groups = simulate_groups(2, 6, seed=3)
     reqs = [RankRequest(g.prompt, g.trajectories) for g in groups]
     out = judge.rank_lists(reqs)
@@ -124,7 +111,7 @@ def test_rank_lists_on_the_served_judge_prefills_each_response_once(stub):
     s = judge.stats
     assert s["requests"] == s["calls"] == s["answered"] == 2 and not s["failures"]
     listwise = s["prompt_tokens"]
-    pairs = _judge(srv)
+    pairs = stub_judge(srv)
     t = groups[0].trajectories
     pairs.judge_pairs(
         [PairRequest(groups[0].prompt, t[i], t[j]) for i in range(6) for j in range(6) if i != j]
@@ -134,7 +121,7 @@ def test_rank_lists_on_the_served_judge_prefills_each_response_once(stub):
 
 def test_partial_rankings_are_counted_failures(stub):
     srv = stub("--bad-rankings", "2")
-    judge = _judge(srv)
+    judge = stub_judge(srv)
     g = simulate_groups(1, 4, seed=1)[0]
     out = judge.rank_lists([RankRequest(g.prompt, g.trajectories, sample=s) for s in range(3)])
     assert sum(isinstance(r, JudgeFailure) for r in out) == 2  # which two: the order they arrive
@@ -200,7 +187,7 @@ def test_listwise_constructors_on_the_served_judge(stub, spec, calls):
     from arenabench.judges.stub_server import side_score
 
     srv = stub()
-    judge = _judge(srv)
+    judge = stub_judge(srv)
     g = simulate_groups(1, 8, seed=4)[0]
 
     def answer(ask):
@@ -226,7 +213,7 @@ def test_a_partial_ranking_fails_the_knockout_match_it_answers(stub):
     from arenabench import rewards
 
     srv = stub("--bad-rankings", "1")
-    judge = _judge(srv)
+    judge = stub_judge(srv)
     g = simulate_groups(1, 8, seed=4)[0]
 
     def answer(ask):
