@@ -26,7 +26,7 @@ from arenabench.types import (
     ScoreResult,
 )
 
-Asks = list[Match | Score | Rank]  # one wave of requests from one group
+Asks = list[Match | Score | Rank]  # one wave of requests from one group (``arenabench.kinds``)
 Replies = list[MatchResult | ScoreResult | RankResult]  # their results, in the order asked
 
 
