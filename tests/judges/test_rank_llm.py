@@ -4,12 +4,14 @@ tokens counted."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
 import pytest
 from helpers import stub_judge, stub_servers
 
+from arenabench import Engine
 from arenabench.judges.parsing import parse_ranking
 from arenabench.judges.prompts import load_rubric, rank_prompt, rank_regex, rank_request_messages
 from arenabench.judges.stub_server import ranking
@@ -223,3 +225,35 @@ def test_a_partial_ranking_fails_the_knockout_match_it_answers(stub):
     r, _ = drive_play(rewards.get("kwise_knockout"), g, answer)
     assert judge.stats["failures"] == {"malformed ranking": 1}
     assert r.flags == ["failed_matches:1", "judge_failures:1"] and np.isfinite(r.advantage).all()
+
+
+_ENGINE_RANKS = "listwise_judge" in inspect.signature(Engine.__init__).parameters
+
+
+@pytest.mark.skipif(not _ENGINE_RANKS, reason="the engine runs Rank asks with issue 41's question kinds")
+@pytest.mark.parametrize("schedule", ["lockstep", "pipelined"])
+def test_listwise_constructors_through_the_engine_on_the_served_judge(stub, schedule):
+    """Through ``Engine`` and ``JudgeStack`` on both schedules: exact calls and waves per group,
+    no failures, tokens in the step metrics, listwise's ranks exactly the stub's."""
+    from arenabench import judges, rewards
+    from arenabench.advantages import ranks_from_keys
+    from arenabench.judges.stub_server import side_score
+
+    srv = stub()
+    groups = simulate_groups(3, 8, seed=6)
+    for spec, calls, waves in (
+        ("listwise:calls=2", 2, 1),
+        ("kwise_knockout", 3, 2),
+        ("kwise_knockout:k=2", 7, 3),
+    ):
+        stack = judges.JudgeStack(stub_judge(srv))
+        out = Engine(stack, seed=0, schedule=schedule).run(rewards.from_spec(spec), groups)
+        assert out.stats.failures == 0 and out.stats.judge_calls == 3 * calls, spec
+        assert [(r.judge_calls, r.waves) for r in out.results] == [(calls, waves)] * 3, spec
+        m = stack.step_metrics()
+        assert m["judge_prompt_tokens"] > 0 and m["judge_completion_tokens"] > 0
+        for g, r in zip(groups, out.results, strict=True):
+            stub_scores = [side_score(g.prompt, t.text) for t in g.trajectories]
+            if spec.startswith("listwise"):
+                assert r.rank.tolist() == ranks_from_keys(stub_scores).tolist()
+            assert r.rank[stub_scores.index(max(stub_scores))] == 0.0
