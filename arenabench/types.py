@@ -217,6 +217,27 @@ class RankJudgment:
 
     scores: tuple[float, ...]
 
+    @classmethod
+    def from_order(cls, tiers: Any, k: int) -> RankJudgment:
+        """The judgment of an order: ``tiers`` lists the shown positions (0-based) best tier first,
+        each tier a sequence of positions the judge tied (a strict order: one position a tier),
+        covering each of the ``k`` positions exactly once. Each item gets the number of items
+        ranked below it, tied items the mean of their positions' points: ``[[2], [0, 1], [3]]``
+        → ``(1.5, 1.5, 3.0, 0.0)``. The one place this convention is computed (the LLM parser
+        and the simulated judges both call it); a bad cover is a ``ValueError``."""
+        scores = [math.nan] * k
+        below = k  # the items ranked at or below the next tier's first position
+        for tier in tiers:
+            below -= len(tier)
+            points = below + (len(tier) - 1) / 2.0  # mean of (below + len − 1), …, below
+            for p in tier:
+                if not 0 <= p < k or scores[p] == scores[p]:  # out of range, or already placed
+                    raise ValueError(f"tiers {tiers!r} do not cover positions 0..{k - 1} once each")
+                scores[p] = points
+        if below != 0 or any(s != s for s in scores):
+            raise ValueError(f"tiers {tiers!r} do not cover positions 0..{k - 1} once each")
+        return cls(tuple(scores))
+
 
 @dataclass(frozen=True)
 class PairJudgment:

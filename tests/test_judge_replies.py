@@ -66,6 +66,9 @@ class Typed:
     def score_points(self, requests):
         return [self.cast(x) for x in self.inner.score_points(requests)]
 
+    def rank_lists(self, requests):
+        return [RankJudgment(tuple(map(self.cast, j.scores))) for j in self.inner.rank_lists(requests)]
+
 
 def _groups():
     rng = np.random.default_rng(7)

@@ -17,9 +17,11 @@ from arenabench.judges.prompts import (
     pair_prompt,
     point_prompt,
     point_request_messages,
+    rank_prompt,
+    rank_request_messages,
     request_messages,
 )
-from arenabench.types import JudgeFailure, PairRequest, PointRequest, Trajectory
+from arenabench.types import JudgeFailure, PairRequest, PointRequest, RankRequest, Trajectory
 
 
 def prompt_fingerprint(rubric) -> str:
@@ -27,12 +29,17 @@ def prompt_fingerprint(rubric) -> str:
     file or the prompt template does, so cached answers to an older prompt are never reused."""
     reference = "REFERENCE" if rubric.uses_reference else None
     a, b = Trajectory("a", "RESPONSE A"), Trajectory("b", "RESPONSE B")
-    msgs = [pair_prompt(rubric, "QUERY", a, b, reference), point_prompt(rubric, "QUERY", a, reference)]
+    msgs = [
+        pair_prompt(rubric, "QUERY", a, b, reference),
+        point_prompt(rubric, "QUERY", a, reference),
+        rank_prompt(rubric, "QUERY", (a, b), reference),
+    ]
     return hashlib.sha256(json.dumps(msgs, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 class LLMJudge(JudgeAccounting):
-    """Base of the LLM judges (pairwise, and pointwise on the 1-10 scale of ``prompts.point_prompt``);
+    """Base of the LLM judges (pairwise, pointwise on the 1-10 scale of ``prompts.point_prompt``, and
+    listwise with ``prompts.rank_prompt``'s ranking line);
     each backend validates its own arguments first.
 
     Every subclass's constructor arguments are recorded as given (``_init_args``), and
@@ -96,10 +103,12 @@ class LLMJudge(JudgeAccounting):
         re-scores), so None (``types.JudgeTraits``)."""
         return 0.0 if self.temperature == 0 else None
 
-    def _messages(self, req: PairRequest | PointRequest) -> list[dict[str, str]] | JudgeFailure:
-        """The chat messages of a pairwise or a pointwise request (``prompts``)."""
+    def _messages(self, req: PairRequest | PointRequest | RankRequest) -> list[dict[str, str]] | JudgeFailure:
+        """The chat messages of a pairwise, a pointwise or a ranking request (``prompts``)."""
         if isinstance(req, PointRequest):
             return point_request_messages(self.rubric, req, self.mask_tool_outputs)
+        if isinstance(req, RankRequest):
+            return rank_request_messages(self.rubric, req, self.mask_tool_outputs)
         return request_messages(self.rubric, req, self.mask_tool_outputs)
 
     def _repr(self, **shown: Any) -> str:

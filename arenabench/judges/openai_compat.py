@@ -49,6 +49,14 @@ read by :func:`~arenabench.judges.parsing.parse_score` (strict: anything but the
 is a counted ``malformed score`` failure) into [0, 1]. ``point_extra_body`` replaces
 ``extra_body`` for these requests when given (a verdict regex would not admit a score line, e.g.
 ``{"structured_outputs": {"regex": POINT_REGEX}}``); no logprobs are asked for.
+
+Listwise (``rank_lists`` / ``arank_lists``): the same transport with the ranking prompt
+(:func:`~arenabench.judges.prompts.rank_prompt`: k trajectories, each once, numbered; a
+``RANKING: 3 > 1 = 2 > 4`` line last), read by :func:`~arenabench.judges.parsing.parse_ranking`
+into one score per shown item (a number missing, repeated or out of range is a counted
+``malformed ranking`` failure). ``rank_extra_body`` replaces ``extra_body`` for these requests
+when given (e.g. ``{"structured_outputs": {"regex": rank_regex(k)}}`` for lists of one size k);
+no logprobs are asked for.
 """
 
 from __future__ import annotations
@@ -68,9 +76,23 @@ from typing import Any
 from arenabench.asyncrun import run_coroutine
 from arenabench.judges.accounting import request_seed
 from arenabench.judges.llm import LLMJudge
-from arenabench.judges.parsing import MAX_REPLY_CHARS, parse_score, parse_verdict, verdict_label_probability
+from arenabench.judges.parsing import (
+    MAX_REPLY_CHARS,
+    parse_ranking,
+    parse_score,
+    parse_verdict,
+    verdict_label_probability,
+)
 from arenabench.judges.prompts import POINT_SCALE
-from arenabench.types import OUTAGE, JudgeFailure, PairJudgment, PairRequest, PointRequest
+from arenabench.types import (
+    OUTAGE,
+    JudgeFailure,
+    PairJudgment,
+    PairRequest,
+    PointRequest,
+    RankJudgment,
+    RankRequest,
+)
 
 _RETRYABLE_STATUS = frozenset({429}) | frozenset(range(500, 600))
 _MAX_REASON = 160
@@ -116,7 +138,7 @@ class _Retryable(Exception):
 
 
 class OpenAIJudge(LLMJudge):
-    """Pairwise and pointwise judge over OpenAI-compatible chat-completions servers (module doc)."""
+    """Pairwise, pointwise and listwise judge over OpenAI-compatible chat-completions servers (module doc)."""
 
     # a served judge with continuous batching: Engine(schedule="auto") pipelines the groups
     prefers_pipelined = True
@@ -151,6 +173,7 @@ class OpenAIJudge(LLMJudge):
         max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
         point_extra_body: dict | None = None,
         max_reply_chars: int = MAX_REPLY_CHARS,
+        rank_extra_body: dict | None = None,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -193,6 +216,8 @@ class OpenAIJudge(LLMJudge):
         self.extra_body = dict(extra_body or {})
         # the pointwise requests' extra fields (e.g. a score regex); None: ``extra_body``'s
         self.point_extra_body = None if point_extra_body is None else dict(point_extra_body)
+        # the ranking requests' extra fields (e.g. a ranking regex); None: ``extra_body``'s
+        self.rank_extra_body = None if rank_extra_body is None else dict(rank_extra_body)
         self._next_url = 0
         self._lock = threading.Lock()
         self._loop_sessions: dict = {}  # event loop -> (session, semaphore, secret): ajudge_pairs
@@ -227,6 +252,17 @@ class OpenAIJudge(LLMJudge):
 
     async def ascore_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
         """:meth:`score_points` in the running event loop (as :meth:`ajudge_pairs`)."""
+        return await self.ajudge_pairs(requests)
+
+    def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment | JudgeFailure]:
+        """Rank a batch concurrently with the ranking prompt (``prompts.rank_prompt``, one request
+        per list, each trajectory's text sent once): one score per shown item per request
+        (``parsing.parse_ranking``), in order; the same transport, retries, outage rules and
+        counters as :meth:`judge_pairs`."""
+        return self._send(requests)
+
+    async def arank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment | JudgeFailure]:
+        """:meth:`rank_lists` in the running event loop (as :meth:`ajudge_pairs`)."""
         return await self.ajudge_pairs(requests)
 
     def _send(self, requests) -> list:
@@ -276,7 +312,7 @@ class OpenAIJudge(LLMJudge):
             text = text.replace(secret, "***")
         return text[:_MAX_REASON]
 
-    def _body(self, req: PairRequest | PointRequest) -> dict[str, Any] | JudgeFailure:
+    def _body(self, req: PairRequest | PointRequest | RankRequest) -> dict[str, Any] | JudgeFailure:
         messages = self._messages(req)
         if isinstance(messages, JudgeFailure):
             return messages
@@ -287,8 +323,9 @@ class OpenAIJudge(LLMJudge):
             "max_tokens": self.max_tokens,
             "seed": request_seed(req.sample, req.attempt),
         }
-        if isinstance(req, PointRequest):
-            body.update(self.extra_body if self.point_extra_body is None else self.point_extra_body)
+        if isinstance(req, PointRequest | RankRequest):
+            own = self.point_extra_body if isinstance(req, PointRequest) else self.rank_extra_body
+            body.update(self.extra_body if own is None else own)
             return body
         if self.top_logprobs:  # for PRC's P(A): top-k logprobs at the verdict's label token
             body["logprobs"] = True
@@ -334,7 +371,7 @@ class OpenAIJudge(LLMJudge):
                 url = self.endpoints[(url_index + k) % len(self.endpoints)]
                 try:
                     async with sem:
-                        reply = await self._post(session, url, body, secret, isinstance(req, PointRequest))
+                        reply = await self._post(session, url, body, secret, req)
                     self.stats["answered"] += 1
                     return reply
                 except _Retryable as exc:
@@ -375,7 +412,9 @@ class OpenAIJudge(LLMJudge):
             if delta < 0 and self._down == 0:
                 self.stats["outage_s"] += time.monotonic() - self._down_since
 
-    async def _post(self, session, url, body, secret, point=False) -> PairJudgment | float | JudgeFailure:
+    async def _post(
+        self, session, url, body, secret, req
+    ) -> PairJudgment | float | RankJudgment | JudgeFailure:
         import aiohttp
 
         self.stats["calls"] += 1
@@ -396,7 +435,7 @@ class OpenAIJudge(LLMJudge):
             return JudgeFailure(f"http: status {status} (no API key sent: {why})")
         if status != 200:
             return JudgeFailure(f"http: status {status}")
-        return self._read_reply(raw, secret, point)
+        return self._read_reply(raw, secret, req)
 
     def _body_limit(self) -> int:
         """Bytes of a response body read at most: the reply cap in UTF-8 (4 bytes a character) plus
@@ -414,8 +453,12 @@ class OpenAIJudge(LLMJudge):
         return b"".join(chunks)
 
     def _read_reply(
-        self, raw: bytes | None, secret: str | None, point: bool = False
-    ) -> PairJudgment | float | JudgeFailure:
+        self,
+        raw: bytes | None,
+        secret: str | None,
+        req: PairRequest | PointRequest | RankRequest | None = None,
+    ) -> PairJudgment | float | RankJudgment | JudgeFailure:
+        """A chat-completion body read into ``req``'s kind of reply (a verdict when ``req`` is None)."""
         if raw is None:
             return JudgeFailure(f"bad response: body over {self._body_limit()} bytes")
         try:
@@ -442,8 +485,10 @@ class OpenAIJudge(LLMJudge):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             return JudgeFailure("bad response: choices[0].message.content is not a string")
-        if point:
+        if isinstance(req, PointRequest):
             return parse_score(content, POINT_SCALE, self.max_reply_chars)
+        if isinstance(req, RankRequest):
+            return parse_ranking(content, len(req.trajs), self.max_reply_chars)
         verdict = parse_verdict(content, self.max_reply_chars)
         if isinstance(verdict, JudgeFailure) or not self.top_logprobs:
             return verdict

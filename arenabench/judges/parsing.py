@@ -1,4 +1,5 @@
-"""Reading an LLM judge's reply back into a :class:`PairJudgment` (a score) or a :class:`JudgeFailure`.
+"""Reading an LLM judge's reply back into a :class:`PairJudgment`, a score, a :class:`RankJudgment`
+or a :class:`JudgeFailure`.
 
 The contract every prompt states (``judges/prompts.py``) and both parsers enforce -- a parser
 must never guess, and a policy's text must never reach the verdict (docs/robustness.md, "Threat
@@ -26,6 +27,10 @@ counts as absent) must agree with the scores when both are given: A needs ``scor
 B ``score_b > score_a``, tie equal scores; a disagreement is ``JudgeFailure("inconsistent
 verdict: ...")``, retried rather than a coin flip. A winner alone maps to A → (10, 0), B → (0, 10),
 tie → (5, 5). :func:`parse_score` (pointwise): ``{"score": <integer 1-10>}``, mapped onto [0, 1].
+:func:`parse_ranking` (listwise, k responses): the final line is not JSON but a ranking line,
+``RANKING: 3 > 1 = 2 > 4`` (the same final-line, one-line and echoed-block rules; ASCII, the key
+upper-case, numbers 1…k joined by ``>`` or ``=``), each number exactly once; a number out of range,
+ranked twice or missing is ``JudgeFailure("malformed ranking: ...")``, never a guessed completion.
 
 Anything else is ``JudgeFailure("malformed verdict: <short reason>")``, which the backends count
 (``stats["failures"]``) and the engine re-asks.
@@ -40,9 +45,10 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
-from arenabench.types import JudgeFailure, PairJudgment
+from arenabench.types import JudgeFailure, PairJudgment, RankJudgment
 
 # part of the cache key (judges/llm.py): bump whenever a reply could parse differently
 PARSER_VERSION = 2
@@ -53,10 +59,17 @@ _POINT_KEYS = frozenset({"score"})
 _WINNER_SCORES = {"A": (10.0, 0.0), "B": (0.0, 10.0), "tie": (5.0, 5.0)}
 _FENCE_OPEN = re.compile(r"```[A-Za-z]*")
 _DELIM = re.compile(r"(<<<|\u2039\u2039\u2039)\s*(END\s)?")  # an echoed prompt block's delimiter
+# what the final line must be, and what a second one is called, per reply kind
+_LINE_NAMES = {"verdict": ("verdict object", "verdict line"), "ranking": ("ranking line", "ranking line")}
+_MAX_RANKING_LINE = 4096  # "RANKING: " and up to ~6 characters an item: hundreds of items
+# the ranking line (module doc): response numbers joined by '>' or '=', spaces around them optional
+_RANKING_LINE = re.compile(r"RANKING: *([0-9]+(?: *[>=] *[0-9]+)*)")
+_RANK_ITEM = re.compile(r"[0-9]+|[>=]")
+T = TypeVar("T")
 
 
-def _malformed(why: str) -> JudgeFailure:
-    return JudgeFailure(f"malformed verdict: {why}")
+def _malformed(why: str, kind: str = "verdict") -> JudgeFailure:
+    return JudgeFailure(f"malformed {kind}: {why}")
 
 
 class _Duplicate(ValueError):
@@ -93,29 +106,37 @@ def _object(line: str, keys: frozenset, limit: int = _MAX_VERDICT_LINE) -> dict 
 
 def _final_object(text: str, keys: frozenset, max_chars: int) -> dict | JudgeFailure:
     """The reply's verdict object under the module's contract, or why there is none."""
+    return _final_line(text, lambda line: _object(line, keys), max_chars, "verdict")
+
+
+def _final_line(text: str, read: Callable[[str], T | None], max_chars: int, kind: str) -> T | JudgeFailure:
+    """What ``read`` makes of the reply's final line under the module's contract (a verdict
+    object, a ranking line: ``read`` returns None for any other line), or
+    ``JudgeFailure("malformed <kind>: ...")`` saying why there is none."""
+    what = _LINE_NAMES[kind]
     if not isinstance(text, str) or not text.strip():
-        return _malformed("empty reply")
+        return _malformed("empty reply", kind)
     if len(text) > max_chars:
-        return _malformed(f"reply too long ({len(text)} chars > max_reply_chars={max_chars})")
-    whole = _object(" ".join(text.split()), keys)  # a reply that is only the object
+        return _malformed(f"reply too long ({len(text)} chars > max_reply_chars={max_chars})", kind)
+    whole = read(" ".join(text.split()))  # a reply that is only the object
     if whole is not None:
         return whole
     lines = [ln.strip() for ln in text.strip().splitlines()]
     last = len(lines) - 1
     if last >= 2 and lines[last] == "```" and _FENCE_OPEN.fullmatch(lines[last - 2]):
         last -= 1  # a fenced verdict: the object is the line before the closing fence
-    obj = _object(lines[last], keys)
+    obj = read(lines[last])
     if obj is None:
-        return _malformed("the final line is not a verdict object")
-    if any(_object(ln, keys) is not None for k, ln in enumerate(lines) if k != last):
-        return _malformed("more than one verdict line")
+        return _malformed(f"the final line is not a {what[0]}", kind)
+    if any(read(ln) is not None for k, ln in enumerate(lines) if k != last):
+        return _malformed(f"more than one {what[1]}", kind)
     open_block = False  # is the final line inside an echoed <<<NAME>>> block?
     for ln in lines[:last]:
         m = _DELIM.match(unicodedata.normalize("NFKC", ln))
         if m:
             open_block = m.group(2) is None
     if open_block:
-        return _malformed("the final line is inside quoted response text")
+        return _malformed("the final line is inside quoted response text", kind)
     return obj
 
 
@@ -189,6 +210,49 @@ def parse_score(
     return (v - lo) / (hi - lo)
 
 
+def _ranking_line(line: str) -> list[list[int]] | None:
+    """``line`` as a ranking line's tiers of response numbers (as written, best first), or None:
+    ASCII, short, ``RANKING:`` then numbers joined by ``>`` / ``=`` and nothing else."""
+    line = line.strip()
+    if len(line) > _MAX_RANKING_LINE or not line.isascii():
+        return None
+    m = _RANKING_LINE.fullmatch(line)
+    if m is None:
+        return None
+    tiers: list[list[int]] = [[]]
+    for tok in _RANK_ITEM.findall(m.group(1)):
+        if tok == ">":
+            tiers.append([])
+        elif tok != "=":
+            tiers[-1].append(int(tok))
+    return tiers
+
+
+def parse_ranking(text: str, k: int, max_chars: int = MAX_REPLY_CHARS) -> RankJudgment | JudgeFailure:
+    """A listwise reply for ``k`` shown responses under the same contract (module doc) whose final
+    line is ``RANKING: 3 > 1 = 2 > 4`` (``prompts.RANK_KEY``): response numbers 1…k, best first,
+    ``>`` better than, ``=`` tied, each number exactly once. Read into the
+    :class:`~arenabench.types.RankJudgment` of that order (``RankJudgment.from_order``: each
+    response gets the number ranked below it, tied ones share; in shown order). A number outside
+    1…k, a number twice or a number missing (a partial ranking) is ``JudgeFailure("malformed
+    ranking: ...")`` naming it, never a guessed completion; retried and counted like a malformed
+    verdict."""
+    tiers = _final_line(text, _ranking_line, max_chars, "ranking")
+    if isinstance(tiers, JudgeFailure):
+        return tiers
+    seen: set[int] = set()
+    for n in (n for tier in tiers for n in tier):
+        if not 1 <= n <= k:
+            return _malformed(f"response {n} is not one of 1-{k}", "ranking")
+        if n in seen:
+            return _malformed(f"response {n} is ranked twice", "ranking")
+        seen.add(n)
+    if len(seen) < k:
+        missing = ", ".join(str(n) for n in range(1, k + 1) if n not in seen)
+        return _malformed(f"partial ranking: response(s) {missing} missing", "ranking")
+    return RankJudgment.from_order([[n - 1 for n in tier] for tier in tiers], k)
+
+
 _PREFIXES = ("\u2581", "\u0120")  # SentencePiece '▁' and byte-level BPE 'Ġ' word-start markers
 
 
@@ -259,6 +323,7 @@ __all__ = [
     "MAX_REPLY_CHARS",
     "PARSER_VERSION",
     "label_probability",
+    "parse_ranking",
     "parse_score",
     "parse_verdict",
     "verdict_label_probability",

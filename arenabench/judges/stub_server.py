@@ -15,6 +15,9 @@ in the verdict line :func:`arenabench.judges.parsing.parse_verdict` reads; asked
 ``logprobs``, its label token carries ``P(A) = sigmoid(score_a - score_b)`` (PRC). The pointwise
 prompt (a lone ``TRAJECTORY`` block) gets that side's score rounded to 1-10 as the score line
 :func:`arenabench.judges.parsing.parse_score` reads (``--bad-scores N``: the first N malformed).
+The ranking prompt (``TRAJECTORY 1`` … ``TRAJECTORY k`` blocks) gets the ranking line
+:func:`arenabench.judges.parsing.parse_ranking` reads, best :func:`side_score` first, equal scores
+tied with ``=`` (``--bad-rankings N``: the first N partial, the last-ranked number left out).
 
 Faults it can rehearse on purpose (counted from the server's start): ``--fail-first N`` answers
 the first N posts with ``--fail-status`` (503: an overloaded or draining replica), ``--reset-first
@@ -45,7 +48,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-_BLOCK = re.compile(r"<<<(QUERY|TRAJECTORY A|TRAJECTORY B|TRAJECTORY)>>>\n(.*?)\n<<<END \1>>>", re.S)
+_BLOCK = re.compile(
+    r"<<<(QUERY|TRAJECTORY A|TRAJECTORY B|TRAJECTORY [0-9]+|TRAJECTORY)>>>\n(.*?)\n<<<END \1>>>", re.S
+)
 PATH = Path(__file__).resolve()  # run it as a script: ``[sys.executable, str(PATH), ...]``
 
 
@@ -82,12 +87,30 @@ def point_score(query: str, text: str) -> int:
     return min(10, max(1, round(side_score(query, text))))
 
 
+def ranking(query: str, texts: list[str]) -> str:
+    """The stub judge's ranking line of the listed texts (numbered from 1): best :func:`side_score`
+    first, equal scores tied (``=``), equal ones in shown order."""
+    scores = [side_score(query, t) for t in texts]
+    order = sorted(range(len(texts)), key=lambda n: -scores[n])
+    line = str(order[0] + 1)
+    for prev, n in zip(order, order[1:], strict=False):
+        line += (" = " if scores[n] == scores[prev] else " > ") + str(n + 1)
+    return "RANKING: " + line
+
+
 def reply(messages: list, logprobs: bool = False, bad_score: bool = False) -> tuple[str, dict | None]:
-    """The reply text for the project's pairwise or pointwise prompt (a ``TRAJECTORY`` block alone:
-    the score line ``{"score": n}``; ``bad_score``: a malformed one), and for a pairwise request
-    asked with ``logprobs`` a chat ``logprobs`` object whose label token carries ``P(A) =
+    """The reply text for the project's pairwise, pointwise or ranking prompt (a ``TRAJECTORY``
+    block alone: the score line ``{"score": n}``; ``TRAJECTORY 1`` … ``k``: the ranking line;
+    ``bad_score``: a malformed score line, a partial ranking), and for a pairwise request asked
+    with ``logprobs`` a chat ``logprobs`` object whose label token carries ``P(A) =
     sigmoid(score_a - score_b)`` (what PRC reads)."""
     blocks = _blocks(messages)
+    listed = [blocks[f"TRAJECTORY {n}"] for n in range(1, len(blocks) + 1) if f"TRAJECTORY {n}" in blocks]
+    if listed:
+        line = ranking(blocks.get("QUERY", ""), listed)
+        if bad_score:  # partial: the last-ranked number left out
+            line = line[: max(line.rfind(" > "), line.rfind(" = "))]
+        return "Ranked token by token.\n" + line, None
     if "TRAJECTORY" in blocks and "TRAJECTORY A" not in blocks:
         n = point_score(blocks.get("QUERY", ""), blocks["TRAJECTORY"])
         return "Scored token by token.\n" + (
@@ -123,6 +146,7 @@ class StubJudgeServer(ThreadingHTTPServer):
         log=None,
         delay_s=0.0,
         bad_scores=0,
+        bad_rankings=0,
     ):
         if host not in LOOPBACK:
             raise ValueError(f"the stub judge binds loopback only ({', '.join(LOOPBACK)}); got {host!r}")
@@ -132,7 +156,9 @@ class StubJudgeServer(ThreadingHTTPServer):
         self.log = Path(log) if log else None
         self.delay_s = float(delay_s)
         self.bad_scores = int(bad_scores)  # the first N pointwise replies end in a malformed score line
+        self.bad_rankings = int(bad_rankings)  # the first N ranking replies partial
         self.scored = 0
+        self.ranked = 0
         self.posts = 0
         self.lock = threading.Lock()
         super().__init__((host, port), _Handler)
@@ -181,12 +207,16 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(srv.delay_s)
         try:
             body = json.loads(raw)
-            if "TRAJECTORY A" not in _blocks(body["messages"]):
+            blocks = _blocks(body["messages"])
+            bad = False
+            if "TRAJECTORY 1" in blocks:
+                with srv.lock:
+                    srv.ranked += 1
+                    bad = srv.ranked <= srv.bad_rankings
+            elif "TRAJECTORY A" not in blocks:
                 with srv.lock:
                     srv.scored += 1
                     bad = srv.scored <= srv.bad_scores
-            else:
-                bad = False
             content, logprobs = reply(body["messages"], bool(body.get("logprobs")), bad)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return self._send(400, {"error": {"message": f"bad request: {type(exc).__name__}"}})
@@ -306,9 +336,18 @@ def main(argv=None) -> None:
     ap.add_argument("--log", default=None)
     ap.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
     ap.add_argument("--bad-scores", type=int, default=0, help="the first N pointwise replies malformed")
+    ap.add_argument("--bad-rankings", type=int, default=0, help="the first N ranking replies partial")
     a = ap.parse_args(argv)
     srv = StubJudgeServer(
-        a.host, a.port, a.fail_first, a.fail_status, a.reset_first, a.log, a.delay, a.bad_scores
+        a.host,
+        a.port,
+        a.fail_first,
+        a.fail_status,
+        a.reset_first,
+        a.log,
+        a.delay,
+        a.bad_scores,
+        a.bad_rankings,
     )
     print(f"stub judge on http://{a.host}:{a.port}", flush=True)
     srv.serve_forever(poll_interval=0.05)

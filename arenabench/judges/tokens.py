@@ -43,9 +43,9 @@ import json
 import re
 from collections.abc import Sequence
 
-from arenabench.judges.prompts import render_trajectory, request_messages
+from arenabench.judges.prompts import RANK_KEY, rank_request_messages, render_trajectory, request_messages
 from arenabench.registry import unknown_message
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, Trajectory
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, RankJudgment, RankRequest, Trajectory
 
 TOKENIZERS = ("tiny-bpe",)
 _SENT_A, _SENT_B = "\x00arenabench-A\x00", "\x00arenabench-B\x00"
@@ -85,7 +85,8 @@ def _hard(text: str) -> bool:
 
 
 class PromptTokens:
-    """Exact prefill, ideal-cache prefill and assumed decode tokens of pairwise requests (module doc)."""
+    """Exact prefill, ideal-cache prefill and assumed decode tokens of pairwise and ranking
+    requests (module doc)."""
 
     def __init__(
         self, tokenizer: str = "tiny-bpe", rubric: str = "open_writing", mask_tool_outputs: bool = True
@@ -104,6 +105,9 @@ class PromptTokens:
         self._root: int | None = None  # tokens before the query text: the same for every request
         self._verdicts: dict[tuple[int, int], int] = {}
         self.eos = 1
+        # ranking requests: the ideal cache's prefixes sent, in whole pieces (see rank_prefill)
+        self._rank_prefixes: set[tuple] = set()
+        self._rank_root: int | None = None
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` (no special tokens added), memoized."""
@@ -245,6 +249,109 @@ class PromptTokens:
             line = f'{{"score_a": {a}, "score_b": {b}, "winner": "{w}"}}'
             n = self._verdicts[(a, b)] = self.count(line) + self.eos
         return n
+
+    # -- ranking requests: k trajectories in one prompt, each once (RULER's token floor) ------------
+
+    def render_rank(self, req: RankRequest) -> str | JudgeFailure:
+        """The whole prompt text the LLM judges send for a ranking request."""
+        from arenabench.judges.tokenizer import render_chat
+
+        messages = rank_request_messages(self.rubric, req, self.mask_tool_outputs)
+        return messages if isinstance(messages, JudgeFailure) else render_chat(messages)
+
+    def _rank_frame(self, req: RankRequest) -> tuple[list[str], list[int]] | None:
+        """The ranking prompt's k + 1 pieces around its k trajectories (the text before trajectory
+        1, then the text after each) and their token counts, for the request's query, reference
+        and k; None when the prompt does not split exactly."""
+        k = len(req.trajs)
+        ref = (req.trajs[0].meta or {}).get("reference") if self.rubric.uses_reference else None
+        key = ("rank", req.prompt, ref, k)
+        if key not in self._frames:
+            marks = [f"\x00arenabench-{n}\x00" for n in range(k)]
+            first = {"reference": ref} if ref is not None else {}
+            probe = self.render_rank(
+                RankRequest(
+                    req.prompt,
+                    tuple(Trajectory(str(n), m, meta=first if n == 0 else {}) for n, m in enumerate(marks)),
+                )
+            )
+            if isinstance(probe, JudgeFailure) or any(probe.count(m) != 1 for m in marks):
+                self._frames[key] = None
+            else:
+                pieces, rest = [], probe
+                for m in marks:
+                    head, rest = rest.split(m)
+                    pieces.append(head)
+                pieces.append(rest)
+                self._frames[key] = (pieces, [self.count(x) for x in pieces])
+        return self._frames[key]
+
+    def rank_prefill(self, req: RankRequest) -> tuple[int, int] | None:
+        """(prompt tokens, of which the ideal prefix cache serves) of one ranking request; None for
+        a request the LLM judges fail before sending (a rubric's missing reference). Each of the
+        k trajectories is prefilled once. The ideal cache serves the longest run of whole pieces
+        (the text before trajectory 1, then each trajectory with the text after it) that an
+        earlier ranking request began with; a new query, the system message (as for pairs)."""
+        texts = [render_trajectory(t, self.mask_tool_outputs) for t in req.trajs]
+        frame = self._rank_frame(req)
+        if frame is not None and all(map(_hard, texts)):
+            pieces, counts = frame
+            head = pieces[0]
+            parts = [counts[0]] + [self.count(x) + c for x, c in zip(texts, counts[1:], strict=True)]
+        else:
+            text = self.render_rank(req)
+            if isinstance(text, JudgeFailure):
+                return None
+            head, parts, texts = "\x00no-frame", [self.count(text)], []
+        seen = self._rank_prefixes
+        key: tuple = (req.prompt, head)
+        cached = 0 if not seen or key in seen else self._rank_root_tokens(req)
+        for j in range(len(parts)):
+            if j:
+                key = (*key, texts[j - 1])
+            if key in seen:
+                cached = sum(parts[: j + 1])
+            else:
+                seen.add(key)
+        return sum(parts), cached
+
+    def _rank_root_tokens(self, req: RankRequest) -> int:
+        """Tokens of a ranking prompt before the query's text (as :meth:`_root_tokens`)."""
+        query = req.prompt
+        if not query or query[0].isspace() or query.startswith(("<<<", ">>>")):
+            return 0
+        if self._rank_root is None:
+            meta = {"reference": "r"} if self.rubric.uses_reference else {}
+            probe = self.render_rank(
+                RankRequest(_SENT_A, (Trajectory("a", "x", meta=meta), Trajectory("b", "y")))
+            )
+            self._rank_root = self.count(probe.split(_SENT_A)[0])
+        return self._rank_root
+
+    def rank_decode(self, scores: Sequence[float]) -> int:
+        """Tokens of the assumed ranking-only reply, ``RANKING: 3 > 1 = 2`` for the judgment's
+        scores (best first, equal scores tied, equal ones in shown order), end-of-sequence included."""
+        order = sorted(range(len(scores)), key=lambda n: -scores[n])
+        line = RANK_KEY + " " + str(order[0] + 1)
+        for prev, n in zip(order, order[1:], strict=False):
+            line += (" = " if scores[n] == scores[prev] else " > ") + str(n + 1)
+        return self.count(line) + self.eos
+
+    def charge_ranks(
+        self, stats: dict, requests: Sequence[RankRequest], replies: Sequence[RankJudgment]
+    ) -> None:
+        """:meth:`charge` for a text-free judge's answered batch of ranking requests."""
+        prompt = cached = completion = 0
+        for req, judgment in zip(requests, replies, strict=True):
+            sent = self.rank_prefill(req)
+            if sent is None:
+                continue
+            prompt += sent[0]
+            cached += sent[1]
+            completion += self.rank_decode(judgment.scores)
+        stats["prompt_tokens"] += prompt
+        stats["cached_prompt_tokens"] += cached
+        stats["completion_tokens"] += completion
 
 
 def prompt_tokens(tokenizer: str | None = "tiny-bpe", rubric: str = "open_writing") -> PromptTokens | None:

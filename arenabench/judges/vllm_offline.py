@@ -28,6 +28,15 @@ a reasoning prefix of up to ``reasoning_chars`` characters and a newline), ``jso
 schema, ``None`` free; read by :func:`~arenabench.judges.parsing.parse_score` (strict: only the
 exact final line; anything else, a truncated reply included, is a counted ``malformed score``).
 
+Listwise (``rank_lists``): the same one-``generate`` batch with the ranking prompt
+(:func:`~arenabench.judges.prompts.rank_prompt`: the k trajectories, each once, numbered), its
+last line constrained by every ``structured`` mode but ``None`` to
+:func:`~arenabench.judges.prompts.rank_regex` (k numbers from 1 to k joined by ``>`` / ``=``;
+after a reasoning prefix of up to ``reasoning_chars`` characters and a newline) and read by
+:func:`~arenabench.judges.parsing.parse_ranking`. The regex cannot say "each number once", so a
+number repeated (and hence one missing) is a counted ``malformed ranking`` failure, as is a
+truncated reply or, free (``None``), anything but the exact ranking line.
+
 ``P(A)`` (``PairJudgment.prob_a``) is read from the top-``top_logprobs`` logprobs at the token
 that carries the verdict's label (:func:`~arenabench.judges.parsing.verdict_label_probability`);
 both orders are averaged by the ``prc`` constructor.
@@ -48,6 +57,7 @@ from arenabench.judges.llm import LLMJudge
 from arenabench.judges.parsing import (
     _WINNER_SCORES,
     MAX_REPLY_CHARS,
+    parse_ranking,
     parse_score,
     parse_verdict,
     verdict_label_probability,
@@ -59,8 +69,9 @@ from arenabench.judges.prompts import (
     POINT_SCALE,
     VERDICT_JSON_SCHEMA,
     consistent_verdict_regex,
+    rank_regex,
 )
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, RankJudgment, RankRequest
 
 STRUCTURED_MODES = ("regex", "choice", "json", None)
 
@@ -81,7 +92,7 @@ CPU_ENGINE_KWARGS = {
 
 
 class VLLMJudge(LLMJudge):
-    """Pairwise and pointwise judge over an offline ``vllm.LLM`` (see the module doc)."""
+    """Pairwise, pointwise and listwise judge over an offline ``vllm.LLM`` (see the module doc)."""
 
     def __init__(
         self,
@@ -137,14 +148,17 @@ class VLLMJudge(LLMJudge):
             self._llm = LLM(model=self.model, **self.engine_kwargs)
         return self._llm
 
-    def sampling_params(self, req: PairRequest | PointRequest):
+    def sampling_params(self, req: PairRequest | PointRequest | RankRequest):
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
         structured = None
-        if isinstance(req, PointRequest):  # the score line; ``choice`` is for pairwise labels
-            if self.structured in ("regex", "choice"):
-                prefix = rf"[^{{}}]{{0,{self.reasoning_chars}}}\n" if self.reasoning_chars else ""
+        if isinstance(req, PointRequest | RankRequest):  # ``choice`` is for pairwise labels
+            prefix = rf"[^{{}}]{{0,{self.reasoning_chars}}}\n" if self.reasoning_chars else ""
+            if isinstance(req, RankRequest):  # the ranking line: there is no JSON form of it
+                if self.structured is not None:
+                    structured = StructuredOutputsParams(regex=prefix + rank_regex(len(req.trajs)))
+            elif self.structured in ("regex", "choice"):  # the score line
                 structured = StructuredOutputsParams(regex=prefix + POINT_REGEX)
             elif self.structured == "json":
                 structured = StructuredOutputsParams(json=POINT_JSON_SCHEMA)
@@ -170,7 +184,7 @@ class VLLMJudge(LLMJudge):
             structured_outputs=structured,
         )
 
-    def _prompt(self, req: PairRequest | PointRequest, tokenizer) -> str | JudgeFailure:
+    def _prompt(self, req: PairRequest | PointRequest | RankRequest, tokenizer) -> str | JudgeFailure:
         messages = self._messages(req)
         if isinstance(messages, JudgeFailure):
             return messages
@@ -188,6 +202,12 @@ class VLLMJudge(LLMJudge):
         """Score a batch with one ``generate`` call and the pointwise prompt
         (``prompts.point_prompt``): one score in [0, 1] per request (``parsing.parse_score``)."""
         return self._generate(requests, self._read_score)
+
+    def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment | JudgeFailure]:
+        """Rank a batch with one ``generate`` call and the ranking prompt (``prompts.rank_prompt``,
+        each trajectory's text prefilled once per list): one score per shown item per request
+        (``parsing.parse_ranking``), in order."""
+        return self._generate(requests, self._read_ranking)
 
     def _generate(self, requests, read) -> list:
         requests = list(requests)
@@ -214,7 +234,7 @@ class VLLMJudge(LLMJudge):
         if prompts:
             outputs = self._timed_call(llm.generate, prompts, params, use_tqdm=False)
             for k, res in zip(where, outputs, strict=True):
-                out[k] = read(res)
+                out[k] = read(res, requests[k])
         return out  # type: ignore[return-value]
 
     def _count_tokens(self, res) -> None:
@@ -223,17 +243,28 @@ class VLLMJudge(LLMJudge):
         if res.outputs:
             self.stats["completion_tokens"] += len(res.outputs[0].token_ids)
 
-    def _read_score(self, res) -> float | JudgeFailure:
+    def _read_score(self, res, req: PointRequest) -> float | JudgeFailure:
+        return self._read_line(
+            res, "score", lambda text: parse_score(text, POINT_SCALE, self.max_reply_chars)
+        )
+
+    def _read_ranking(self, res, req: RankRequest) -> RankJudgment | JudgeFailure:
+        k = len(req.trajs)
+        return self._read_line(res, "ranking", lambda text: parse_ranking(text, k, self.max_reply_chars))
+
+    def _read_line(self, res, kind: str, parse):
+        """A pointwise or ranking output: tokens counted, a truncated reply a ``malformed <kind>``
+        failure, else ``parse``'s reading of the text (a failure counted)."""
         self._count_tokens(res)
         if not res.outputs:
             return self._fail("bad response: no outputs")
         comp = res.outputs[0]
         if comp.finish_reason == "length":
-            return self._fail(f"malformed score: truncated at max_tokens={self.max_tokens}")
-        score = parse_score(comp.text, POINT_SCALE, self.max_reply_chars)
-        return self._fail(score.reason) if isinstance(score, JudgeFailure) else score
+            return self._fail(f"malformed {kind}: truncated at max_tokens={self.max_tokens}")
+        out = parse(comp.text)
+        return self._fail(out.reason) if isinstance(out, JudgeFailure) else out
 
-    def _read(self, res) -> PairJudgment | JudgeFailure:
+    def _read(self, res, req: PairRequest) -> PairJudgment | JudgeFailure:
         self._count_tokens(res)
         if not res.outputs:
             return self._fail("bad response: no outputs")

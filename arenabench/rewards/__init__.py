@@ -8,6 +8,8 @@ from arenabench.rewards import (  # noqa: F401  (importing registers)
     anchor,
     controls,
     double_elim,
+    kwise_knockout,
+    listwise,
     pointwise,
     reasoning_arena,
     round_robin,

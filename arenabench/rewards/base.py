@@ -20,12 +20,14 @@ from arenabench.types import (
     JudgeTraits,
     Match,
     MatchResult,
+    Rank,
+    RankResult,
     Score,
     ScoreResult,
 )
 
-Asks = list[Match | Score]  # one wave of requests from one group
-Replies = list[MatchResult | ScoreResult]  # their results, in the order asked
+Asks = list[Match | Score | Rank]  # one wave of requests from one group (``arenabench.kinds``)
+Replies = list[MatchResult | ScoreResult | RankResult]  # their results, in the order asked
 
 
 @dataclass
@@ -157,6 +159,13 @@ class Constructor:
             flags=flags,
             extra=outcome.extra,
         )
+
+
+def check_count(value: Any, what: str, who: str, least: int = 1) -> None:
+    """A constructor's integer parameter: ``value`` must be an integer (not a bool) >= ``least``,
+    else one error naming the constructor ``who`` and the parameter ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{who}: {what} must be an integer >= {least}; got {value!r}")
 
 
 def trivial_outcome(group: Group, why: str) -> Outcome:

@@ -9,6 +9,7 @@ in the verl venv with tests/conftest.py loaded first.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -40,3 +41,64 @@ class Scripted:
             else JudgeFailure("not scripted")
             for r in requests
         ]
+
+
+def drive_play(constructor, group, answer, seed: int = 0):
+    """Play a listwise ``constructor`` on ``group`` without an engine (issue 41: until the engine
+    runs ``Rank`` asks), answering each ``Rank`` ask with ``answer(ask)``: a ``RankJudgment``, or
+    None for a request that failed after the retries (every vote alike). Votes are folded as the
+    engine folds them. Returns (the finalized ``ConstructorResult``, judge calls — one per vote —
+    waves and failures counted; the waves of asks, in order)."""
+    import numpy as np
+
+    from arenabench.types import Accounting, RankResult
+
+    acc, waves = Accounting(), []
+    gen = constructor.play(group, np.random.default_rng(seed))
+    try:
+        asks = next(gen)
+        while True:
+            waves.append(asks)
+            acc.waves += 1
+            results = []
+            for ask in asks:
+                acc.judge_calls += ask.votes
+                reply = answer(ask)
+                if reply is None:
+                    acc.failures += ask.votes
+                    results.append(RankResult(ask.items, (float("nan"),) * len(ask.items), failed=True))
+                else:
+                    results.append(RankResult(ask.items, reply.scores, samples=[reply.scores] * ask.votes))
+            asks = gen.send(results)
+    except StopIteration as stop:
+        outcome = stop.value
+    return constructor.finalize(group, outcome, acc), waves
+
+
+@contextlib.contextmanager
+def stub_servers(tmp_path):
+    """A maker of served stub judges (``judges/stub_server.py``), each a process on a free loopback
+    port logging its replies under ``tmp_path``, started by ``make(*extra args)``; all killed on
+    exit. A test file's fixture: ``with stub_servers(tmp_path) as make: yield make``."""
+    from arenabench.judges.stub_server import ServerProcess, free_port
+
+    made = []
+
+    def make(*extra):
+        srv = ServerProcess(free_port(), log=tmp_path / f"answered{len(made)}.log", extra=extra)
+        made.append(srv)
+        srv.start()
+        return srv
+
+    try:
+        yield make
+    finally:
+        for srv in made:
+            srv.kill()
+
+
+def stub_judge(srv, **kw):
+    """An ``OpenAIJudge`` on the served stub judge ``srv`` (no API key, fast resends)."""
+    from arenabench.judges.openai_compat import OpenAIJudge
+
+    return OpenAIJudge(srv.url, "stub", api_key_env=None, backoff_s=0.01, **kw)

@@ -28,6 +28,7 @@ VARIED = {
     "top_logprobs": 3,
     "extra_body": {"structured_outputs": {"regex": "x"}},
     "point_extra_body": {"structured_outputs": {"regex": "y"}},
+    "rank_extra_body": {"structured_outputs": {"regex": "z"}},
     "mask_tool_outputs": False,
     "max_reply_chars": 1234,
     "structured": "json",

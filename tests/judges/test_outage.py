@@ -7,12 +7,13 @@ import time
 
 import numpy as np
 import pytest
+from helpers import stub_servers
 
 from arenabench import rewards
 from arenabench.advantages import mask_unreliable
 from arenabench.engine import Engine
 from arenabench.judges.openai_compat import OpenAIJudge
-from arenabench.judges.stub_server import ServerProcess, free_port, side_score
+from arenabench.judges.stub_server import free_port, side_score
 from arenabench.sim import simulate_groups
 from arenabench.types import JudgeFailure, PairJudgment, PairRequest, Trajectory
 
@@ -52,17 +53,8 @@ def balanced(j):
 
 @pytest.fixture
 def server(tmp_path):
-    made = []
-
-    def make(*extra):
-        srv = ServerProcess(free_port(), log=tmp_path / f"answered{len(made)}.log", extra=extra)
-        made.append(srv)
-        srv.start()
-        return srv
-
-    yield make
-    for srv in made:
-        srv.kill()
+    with stub_servers(tmp_path) as make:
+        yield make
 
 
 def restart_after(srv, delay_s):

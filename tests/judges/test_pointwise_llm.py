@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import stub_judge, stub_servers
 
 from arenabench import Engine, judges, rewards
-from arenabench.judges.openai_compat import OpenAIJudge
 from arenabench.judges.parsing import parse_score
 from arenabench.judges.prompts import (
     POINT_REGEX,
@@ -19,7 +19,7 @@ from arenabench.judges.prompts import (
     point_prompt,
     point_request_messages,
 )
-from arenabench.judges.stub_server import ServerProcess, free_port, point_score
+from arenabench.judges.stub_server import point_score
 from arenabench.sim import simulate_groups
 from arenabench.types import JudgeFailure, PointRequest, Trajectory
 
@@ -89,26 +89,13 @@ def test_the_score_regex_admits_only_lines_the_parser_reads():
 
 @pytest.fixture
 def stub(tmp_path):
-    made = []
-
-    def make(*extra):
-        srv = ServerProcess(free_port(), log=tmp_path / f"answered{len(made)}.log", extra=extra)
-        made.append(srv)
-        srv.start()
-        return srv
-
-    yield make
-    for srv in made:
-        srv.kill()
-
-
-def _judge(srv, **kw):
-    return OpenAIJudge(srv.url, "stub", api_key_env=None, backoff_s=0.01, **kw)
+    with stub_servers(tmp_path) as make:
+        yield make
 
 
 def test_score_points_on_the_served_judge_counts_calls_and_tokens(stub):
     srv = stub()
-    judge = _judge(srv)
+    judge = stub_judge(srv)
     g = simulate_groups(1, 6, seed=3)[0]
     reqs = [PointRequest(g.prompt, t) for t in g.trajectories]
     out = judge.score_points(reqs)
@@ -131,7 +118,7 @@ def test_pointwise_constructors_and_prc_run_on_the_served_judge(stub, schedule, 
         (budget, 12 * budget["votes"]),
         ({"name": "prc"}, 2 * 3 * 3),  # each non-reference candidate vs the reference, both orders
     ):
-        stack = judges.JudgeStack(_judge(srv, top_logprobs=5 if cfg["name"] == "prc" else 0))
+        stack = judges.JudgeStack(stub_judge(srv, top_logprobs=5 if cfg["name"] == "prc" else 0))
         out = Engine(stack, seed=0, schedule=schedule).run(rewards.build(cfg), groups)
         assert out.stats.failures == 0 and out.stats.judge_calls == calls, cfg
         m = stack.step_metrics()
@@ -144,14 +131,14 @@ def test_pointwise_constructors_and_prc_run_on_the_served_judge(stub, schedule, 
 
 def test_malformed_scores_are_counted_failures_and_retried(stub):
     srv = stub("--bad-scores", "3")
-    judge = _judge(srv)
+    judge = stub_judge(srv)
     groups = simulate_groups(2, 4, seed=2)
     out = Engine(judges.JudgeStack(judge), seed=0, schedule="lockstep").run(rewards.get("pointwise"), groups)
     assert judge.stats["failures"] == {"malformed score": 3}
     assert out.stats.retries == 3 and out.stats.failures == 0 and out.stats.judge_calls == 8 + 3
     # with no retries left they stay failures: counted and flagged, never a made-up score
     srv2 = stub("--bad-scores", "3")
-    judge2 = _judge(srv2)
+    judge2 = stub_judge(srv2)
     out2 = Engine(judges.JudgeStack(judge2), seed=0, max_retries=0, schedule="lockstep").run(
         rewards.get("pointwise"), groups
     )

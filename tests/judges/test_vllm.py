@@ -306,3 +306,39 @@ def test_pointwise_constructors_and_prc_count_tokens_on_vllm(tiny_model_dir, cou
     assert m["judge_completion_tokens"] > 0
     for res in step.results:
         assert np.all(np.isfinite(res.reward))
+
+
+# --- ranking asks (issue 41, item 3): the listwise prompt on the tiny model ------------------------
+
+
+def test_a_ranking_wave_is_one_generate_call_every_reply_parsed_or_counted(tiny_model_dir, counting):
+    """The tiny random model cannot rank: under the ranking regex its lines have k numbers from 1
+    to k, often one repeated, which the parser counts as ``malformed ranking`` failures. What is
+    asserted is the accounting: one ``generate`` for the batch, every request a ranking of k
+    scores or a counted failure, each list's prompt the whole group once, and the simulators'
+    counter (``PromptTokens.rank_prefill``) equal to the engine's own prefill."""
+    from arenabench.types import RankJudgment, RankRequest
+
+    judge = VLLMJudge(str(tiny_model_dir), structured="regex", temperature=1.0, max_tokens=32, llm=counting)
+    groups = simulate_groups(4, 4, seed=7)
+    reqs = [RankRequest(g.prompt, g.trajectories, sample=s) for s in range(2) for g in groups]
+    out = judge.rank_lists(reqs)
+    assert counting.generate_calls == 1 and counting.batch_sizes == [8]
+    ok = [r for r in out if isinstance(r, RankJudgment)]
+    bad = [r for r in out if isinstance(r, JudgeFailure)]
+    assert len(ok) + len(bad) == 8
+    assert all(len(r.scores) == 4 and sum(r.scores) == 6.0 for r in ok)  # 3 + 2 + 1 + 0 points, ties sharing
+    assert all(r.reason.startswith("malformed ranking:") for r in bad), bad
+    assert judge.stats["failures"] == ({"malformed ranking": len(bad)} if bad else {})
+    assert judge.stats["requests"] == 8 and judge.stats["completion_tokens"] >= 8 * 5
+    # the simulators' counter bills exactly what the engine prefilled (each response once a list)
+    from arenabench.judges.tokens import PromptTokens
+
+    assert sum(PromptTokens().rank_prefill(r)[0] for r in reqs) == judge.stats["prompt_tokens"]
+    # the prefill of one list of 4 is below that of the 6 pairs a round-robin of 4 sends (12 prompts)
+    pairs = VLLMJudge(str(tiny_model_dir), structured="regex", temperature=1.0, llm=counting)
+    t = groups[0].trajectories
+    pairs.judge_pairs(
+        [PairRequest(groups[0].prompt, t[i], t[j]) for i in range(4) for j in range(4) if i != j]
+    )
+    assert 0 < judge.stats["prompt_tokens"] / 8 < pairs.stats["prompt_tokens"] / 4
