@@ -10,10 +10,16 @@ model's chat template :func:`~arenabench.judges.tokenizer.render_chat`) under a 
   same requests (tested). Real judges' tokenizers have larger vocabularies: their counts are
   lower by roughly a constant factor; the ratios between constructors carry over.
 
+Ranking requests (:meth:`PromptTokens.rank_prefill`: k trajectories in one prompt, each
+prefilled once, RULER's token floor) and pointwise requests (:meth:`PromptTokens.point_prefill`:
+one trajectory) are counted the same way, from the prompts the LLM judges send for them
+(``prompts.rank_request_messages`` / ``prompts.point_request_messages``).
+
 **Decode** is an assumption, not a count: a verdict-only reply, the JSON line
 ``{"score_a": a, "score_b": b, "winner": w}`` with the judgment's scores rounded to integers
 (what the vLLM judge's default regex-constrained decoding emits) plus one end-of-sequence
-token. A judge that reasons first decodes more; multiply accordingly.
+token (a ranking: ``RANKING: 3 > 1 = 2``; a score: ``{"score": n}`` on 1–10). A judge that
+reasons first decodes more; multiply accordingly.
 
 **Prefix cache** (``cached``): the prefill an ideal prefix cache would serve: unbounded,
 token-granular and kept for the counter's lifetime. Every request after the first gets the
@@ -43,9 +49,24 @@ import json
 import re
 from collections.abc import Sequence
 
-from arenabench.judges.prompts import RANK_KEY, rank_request_messages, render_trajectory, request_messages
+from arenabench.judges.prompts import (
+    POINT_SCALE,
+    RANK_KEY,
+    point_request_messages,
+    rank_request_messages,
+    render_trajectory,
+    request_messages,
+)
 from arenabench.registry import unknown_message
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, RankJudgment, RankRequest, Trajectory
+from arenabench.types import (
+    JudgeFailure,
+    PairJudgment,
+    PairRequest,
+    PointRequest,
+    RankJudgment,
+    RankRequest,
+    Trajectory,
+)
 
 TOKENIZERS = ("tiny-bpe",)
 _SENT_A, _SENT_B = "\x00arenabench-A\x00", "\x00arenabench-B\x00"
@@ -105,9 +126,10 @@ class PromptTokens:
         self._root: int | None = None  # tokens before the query text: the same for every request
         self._verdicts: dict[tuple[int, int], int] = {}
         self.eos = 1
-        # ranking requests: the ideal cache's prefixes sent, in whole pieces (see rank_prefill)
-        self._rank_prefixes: set[tuple] = set()
-        self._rank_root: int | None = None
+        # ranking and pointwise requests, per kind: the ideal cache's prefixes sent, in whole
+        # pieces (see rank_prefill), and the tokens before the query
+        self._list_prefixes: dict[str, set[tuple]] = {}
+        self._list_roots: dict[str, int] = {}
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` (no special tokens added), memoized."""
@@ -259,21 +281,22 @@ class PromptTokens:
         messages = rank_request_messages(self.rubric, req, self.mask_tool_outputs)
         return messages if isinstance(messages, JudgeFailure) else render_chat(messages)
 
-    def _rank_frame(self, req: RankRequest) -> tuple[list[str], list[int]] | None:
-        """The ranking prompt's k + 1 pieces around its k trajectories (the text before trajectory
-        1, then the text after each) and their token counts, for the request's query, reference
-        and k; None when the prompt does not split exactly."""
-        k = len(req.trajs)
-        ref = (req.trajs[0].meta or {}).get("reference") if self.rubric.uses_reference else None
-        key = ("rank", req.prompt, ref, k)
+    def _list_frame(
+        self, kind: str, prompt: str, trajs: Sequence[Trajectory]
+    ) -> tuple[list[str], list[int]] | None:
+        """A ``kind`` (``"rank"`` or ``"point"``) prompt's pieces around its trajectories (the text
+        before the first, then the text after each) and their token counts, for the query, the
+        reference and the number of trajectories; None when the prompt does not split exactly."""
+        k = len(trajs)
+        ref = (trajs[0].meta or {}).get("reference") if self.rubric.uses_reference else None
+        key = (kind, prompt, ref, k)
         if key not in self._frames:
             marks = [f"\x00arenabench-{n}\x00" for n in range(k)]
             first = {"reference": ref} if ref is not None else {}
-            probe = self.render_rank(
-                RankRequest(
-                    req.prompt,
-                    tuple(Trajectory(str(n), m, meta=first if n == 0 else {}) for n, m in enumerate(marks)),
-                )
+            probe = self._render_list(
+                kind,
+                prompt,
+                tuple(Trajectory(str(n), m, meta=first if n == 0 else {}) for n, m in enumerate(marks)),
             )
             if isinstance(probe, JudgeFailure) or any(probe.count(m) != 1 for m in marks):
                 self._frames[key] = None
@@ -286,26 +309,39 @@ class PromptTokens:
                 self._frames[key] = (pieces, [self.count(x) for x in pieces])
         return self._frames[key]
 
+    def _render_list(self, kind: str, prompt: str, trajs: tuple[Trajectory, ...]) -> str | JudgeFailure:
+        if kind == "rank":
+            return self.render_rank(RankRequest(prompt, trajs))
+        return self.render_point(PointRequest(prompt, trajs[0]))
+
     def rank_prefill(self, req: RankRequest) -> tuple[int, int] | None:
         """(prompt tokens, of which the ideal prefix cache serves) of one ranking request; None for
         a request the LLM judges fail before sending (a rubric's missing reference). Each of the
         k trajectories is prefilled once. The ideal cache serves the longest run of whole pieces
         (the text before trajectory 1, then each trajectory with the text after it) that an
         earlier ranking request began with; a new query, the system message (as for pairs)."""
-        texts = [render_trajectory(t, self.mask_tool_outputs) for t in req.trajs]
-        frame = self._rank_frame(req)
+        return self._list_prefill("rank", req.prompt, req.trajs)
+
+    def point_prefill(self, req: PointRequest) -> tuple[int, int] | None:
+        """:meth:`rank_prefill` for a pointwise request (one trajectory): a query seen before gets
+        the text before the trajectory cached, the same trajectory again its whole prompt."""
+        return self._list_prefill("point", req.prompt, (req.traj,))
+
+    def _list_prefill(self, kind: str, prompt: str, trajs: tuple[Trajectory, ...]) -> tuple[int, int] | None:
+        texts = [render_trajectory(t, self.mask_tool_outputs) for t in trajs]
+        frame = self._list_frame(kind, prompt, trajs)
         if frame is not None and all(map(_hard, texts)):
             pieces, counts = frame
             head = pieces[0]
             parts = [counts[0]] + [self.count(x) + c for x, c in zip(texts, counts[1:], strict=True)]
         else:
-            text = self.render_rank(req)
+            text = self._render_list(kind, prompt, trajs)
             if isinstance(text, JudgeFailure):
                 return None
             head, parts, texts = "\x00no-frame", [self.count(text)], []
-        seen = self._rank_prefixes
-        key: tuple = (req.prompt, head)
-        cached = 0 if not seen or key in seen else self._rank_root_tokens(req)
+        seen = self._list_prefixes.setdefault(kind, set())
+        key: tuple = (prompt, head)
+        cached = 0 if not seen or key in seen else self._list_root_tokens(kind, prompt)
         for j in range(len(parts)):
             if j:
                 key = (*key, texts[j - 1])
@@ -315,18 +351,15 @@ class PromptTokens:
                 seen.add(key)
         return sum(parts), cached
 
-    def _rank_root_tokens(self, req: RankRequest) -> int:
-        """Tokens of a ranking prompt before the query's text (as :meth:`_root_tokens`)."""
-        query = req.prompt
+    def _list_root_tokens(self, kind: str, query: str) -> int:
+        """Tokens of a ``kind`` prompt before the query's text (as :meth:`_root_tokens`)."""
         if not query or query[0].isspace() or query.startswith(("<<<", ">>>")):
             return 0
-        if self._rank_root is None:
+        if kind not in self._list_roots:
             meta = {"reference": "r"} if self.rubric.uses_reference else {}
-            probe = self.render_rank(
-                RankRequest(_SENT_A, (Trajectory("a", "x", meta=meta), Trajectory("b", "y")))
-            )
-            self._rank_root = self.count(probe.split(_SENT_A)[0])
-        return self._rank_root
+            probe = self._render_list(kind, _SENT_A, (Trajectory("a", "x", meta=meta), Trajectory("b", "y")))
+            self._list_roots[kind] = self.count(probe.split(_SENT_A)[0])
+        return self._list_roots[kind]
 
     def rank_decode(self, scores: Sequence[float]) -> int:
         """Tokens of the assumed ranking-only reply, ``RANKING: 3 > 1 = 2`` for the judgment's
@@ -349,6 +382,36 @@ class PromptTokens:
             prompt += sent[0]
             cached += sent[1]
             completion += self.rank_decode(judgment.scores)
+        stats["prompt_tokens"] += prompt
+        stats["cached_prompt_tokens"] += cached
+        stats["completion_tokens"] += completion
+
+    # -- pointwise requests: one trajectory per prompt ----------------------------------------------
+
+    def render_point(self, req: PointRequest) -> str | JudgeFailure:
+        """The whole prompt text the LLM judges send for a pointwise request."""
+        from arenabench.judges.tokenizer import render_chat
+
+        messages = point_request_messages(self.rubric, req, self.mask_tool_outputs)
+        return messages if isinstance(messages, JudgeFailure) else render_chat(messages)
+
+    def point_decode(self, score: float) -> int:
+        """Tokens of the assumed score-only reply ``{"score": n}`` (``n`` the judge's [0, 1] score on
+        the prompts' 1–10 scale, as ``parsing.parse_score`` reads it back), end-of-sequence included."""
+        lo, hi = POINT_SCALE
+        n = min(hi, max(lo, int(round(lo + score * (hi - lo)))))
+        return self.count(f'{{"score": {n}}}') + self.eos
+
+    def charge_points(self, stats: dict, requests: Sequence[PointRequest], replies: Sequence[float]) -> None:
+        """:meth:`charge` for a text-free judge's answered batch of pointwise requests."""
+        prompt = cached = completion = 0
+        for req, score in zip(requests, replies, strict=True):
+            sent = self.point_prefill(req)
+            if sent is None:
+                continue
+            prompt += sent[0]
+            cached += sent[1]
+            completion += self.point_decode(score)
         stats["prompt_tokens"] += prompt
         stats["cached_prompt_tokens"] += cached
         stats["completion_tokens"] += completion

@@ -159,7 +159,7 @@ def test_the_simulators_counter_prefills_each_ranked_response_once():
     assert [n for n, _ in got] == [pt.count(pt.render_rank(r)) for r in lists]
     whole = got[0][0]
     assert got[0][1] == 0 and got[2] == (whole, whole)
-    root = pt._rank_root_tokens(lists[0])
+    root = pt._list_root_tokens("rank", g.prompt)
     assert got[1][0] == whole and root < got[1][1] < whole  # system + query cached, not trajectory 1
     assert got[3][1] == root  # a new query: the system message
     t = g.trajectories

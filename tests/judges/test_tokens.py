@@ -12,7 +12,7 @@ from arenabench.engine import Engine
 from arenabench.judges.stack import JudgeStack
 from arenabench.judges.tokens import PromptTokens
 from arenabench.sim import simulate_groups
-from arenabench.types import PairRequest, Trajectory
+from arenabench.types import PairRequest, PointRequest, Trajectory
 
 # texts whose pieces do not add up (leading/trailing whitespace, empty) take the whole-string path
 TEXTS = [
@@ -162,3 +162,29 @@ def test_plain_words_count_as_their_pre_tokens_exactly():
     want = [len(fresh.tok.encode(t, add_special_tokens=False).ids) for t in texts]
     assert got == want
     assert len(fresh._pre_tokens) > 10  # the fast path ran
+
+
+def test_pointwise_prefill_is_the_whole_prompt_and_caches_what_repeats():
+    """``PromptTokens.point_prefill`` (issue 41 item 4: pointwise rows of the tokens frontier)
+    equals encoding the whole pointwise prompt on every text; a query seen before gets the text
+    before the trajectory cached, the same request again its whole prompt, a new query the system
+    message; the assumed reply is ``{"score": n}`` on the 1–10 scale."""
+    pt = PromptTokens()
+    reqs = [PointRequest("prompt 5", Trajectory("a", x)) for x in TEXTS]
+    got = [pt.point_prefill(r) for r in reqs]
+    assert [n for n, _ in got] == [pt.count(pt.render_point(r)) for r in reqs]
+    assert pt.point_prefill(reqs[0]) == (got[0][0], got[0][0])  # sent again whole
+    # a new plain trajectory under a query seen before: everything before the trajectory is cached
+    p0 = pt.render_point(reqs[0])
+    n2, c2 = pt.point_prefill(PointRequest("prompt 5", Trajectory("b", "other words t9")))
+    assert c2 == pt.count(p0[: p0.index(TEXTS[0])])
+    new = PointRequest("other query", Trajectory("a", "plain words t1 t2"))
+    n, c = pt.point_prefill(new)
+    system = pt.render_point(new).split("other query")[0]
+    assert c == pt.count(system) > 50 and n == pt.count(pt.render_point(new))
+    assert pt.point_decode(1.0) == pt.count('{"score": 10}') + 1
+    assert pt.point_decode(0.0) == pt.count('{"score": 1}') + 1
+    stats = {"prompt_tokens": 0, "cached_prompt_tokens": 0, "completion_tokens": 0}
+    PromptTokens().charge_points(stats, reqs[:2], [0.5, 0.25])
+    assert stats["prompt_tokens"] == got[0][0] + got[1][0]
+    assert stats["completion_tokens"] == pt.point_decode(0.5) + pt.point_decode(0.25)
