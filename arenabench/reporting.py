@@ -284,6 +284,9 @@ ARM_COLORS = {
     "reasoning_arena_live": "#8ca252",
     "reasoning_arena_full": "#b5cf6b",
     "writing_zero": "#ad494a",
+    # judging more than two at once (issue 41): RULER's listwise call, Tournament-GRPO's k-wise
+    "listwise": "#bcbd22",
+    "kwise_knockout": "#5254a3",
 }
 _FALLBACK = ("#393b79", "#5254a3", "#6b6ecf", "#843c39", "#d6616b", "#e7969c", "#31a354", "#756bb1")
 
