@@ -1,6 +1,6 @@
 """The local trainer: a tiny policy, a toy task, any registered constructor, GRPO or CISPO.
 
-One step (nanoGPT-style, top to bottom in :func:`train`): K prompts × N samples (index 0 of
+One step (nanoGPT-style, top to bottom in :func:`train_seeds`): K prompts × N samples (index 0 of
 each group greedy, the rest at temperature T) → the engine turns the judge's verdicts into
 advantages → one policy-gradient update (``epochs`` passes) → metrics. True quality is the
 task's hidden score, seen only by the simulated judge and the evaluator.
