@@ -29,10 +29,10 @@ from omegaconf import DictConfig, OmegaConf
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 log = logging.getLogger(__name__)
-# config keys that do not change what a job computes: not part of its identity
 # the last job this process ran (run_job fills it, the sweep launcher's one-line summary reads it):
 # final metrics + steps, skipped
 LAST_JOB: dict[str, Any] = {}
+# config keys that do not change what a job computes: not part of its identity
 NOT_IDENTITY = ("progress", "tracking")
 NOT_IDENTITY_JUDGE = ("cache",)
 

@@ -226,12 +226,12 @@ HEADLINE_ARMS = ("anchor", "seeded_single_elim", "round_robin", "double_elim", "
 def headline_figure(rows: pd.DataFrame, path: Path):
     """The headline per judge: Δ final sampled quality vs pointwise under the same judge (table2,
     N = 8, 10 seeds paired), each arm's mean with its 95% CI, one panel per judge, shared x axis."""
-    from arenabench.compare import _bare_figure, save_figure
+    from arenabench.compare import bare_figure, save_figure
     from arenabench.reporting import arm_color, judge_name
 
     t2 = rows[(rows["design"] == "table2") & rows["arm"].isin(HEADLINE_ARMS)]
     judges = [j for j in JUDGES if j in set(t2["judge"])]
-    fig = _bare_figure((3.6 * len(judges) + 1.4, 4.2))
+    fig = bare_figure((3.6 * len(judges) + 1.4, 4.2))
     axes = fig.subplots(1, len(judges), sharex=True, sharey=True, squeeze=False)[0]
     arms = [a for a in HEADLINE_ARMS if a in set(t2["arm"])][::-1]
     for ax, judge in zip(axes, judges, strict=True):
@@ -260,11 +260,11 @@ def headline_figure(rows: pd.DataFrame, path: Path):
 def gain_vs_n_figure(rows: pd.DataFrame, path: Path, arm: str = "seeded_single_elim"):
     """The gain vs N per judge: Δ final sampled quality of ``arm`` vs pointwise (same judge, same N,
     10 seeds paired) against group size N, one line per judge, 95% CIs."""
-    from arenabench.compare import _figure, save_figure
+    from arenabench.compare import figure, save_figure
     from arenabench.reporting import judge_name
 
     g = rows[(rows["design"] == "group_size") & (rows["arm"] == arm)]
-    fig, (ax,) = _figure(size=(7.5, 4.6))
+    fig, (ax,) = figure(size=(7.5, 4.6))
     styles = dict(zip(JUDGES, ("o-", "s-", "^-", "D-"), strict=False))
     colors = dict(zip(JUDGES, ("#333333", "#1f77b4", "#2ca02c", "#d62728"), strict=False))
     judges = [j for j in JUDGES if j in set(g["judge"])]

@@ -220,10 +220,10 @@ def chain_section(uri: str, design: str, judges=PERSISTENT) -> tuple[list[str], 
 
 def _curve_value(exp: str, uri: str, metric: str, step: int) -> pd.DataFrame | None:
     """Per run: the metric's logged value at the last logged step ≤ ``step``."""
-    from arenabench.compare import _run_curves  # the same curves run_values pools
+    from arenabench.compare import RunSelection, run_curves  # the same curves run_values pools
 
     try:
-        runs, curves, _ = _run_curves(uri, exp, "latest", False, None, metric, BY)
+        runs, curves, _ = run_curves(RunSelection(exp, uri), metric, BY)
     except ValueError:
         return None
     out = []

@@ -99,10 +99,10 @@ def curve_figure(csv_path: Path, png_path: Path, window: int = 5) -> None:
     import numpy as np
     import pandas as pd
 
-    from arenabench.compare import _figure, save_figure
+    from arenabench.compare import figure, save_figure
 
     df = pd.read_csv(csv_path)
-    fig, (ax,) = _figure(size=(6.5, 4))
+    fig, (ax,) = figure(size=(6.5, 4))
     for arm, g in df.groupby("arm"):
         wide = g.pivot(index="step", columns="seed", values="true_quality").sort_index()
         smooth = wide.rolling(window, min_periods=1).mean()

@@ -196,3 +196,28 @@ def test_compare_refuses_unmatched_seeds(store, capsys):
     rc = cli.main(["compare", "-e", "fake", "--uri", store, "--metric", "eval_quality",
                    "--by", "constructor", "--baseline", "rrc"])  # fmt: skip
     assert rc == 2 and "baseline 'rrc' is not one of the arms" in capsys.readouterr().err
+
+
+def test_a_run_selection_names_the_same_runs_as_the_arguments_that_make_it(store):
+    """Every reader takes its runs as one ``RunSelection`` (store, experiment, sweep, unfinished
+    runs, filters) or as the arguments that make one: the same frames, ``attrs`` included; both at
+    once is one error."""
+    import pandas as pd
+
+    from arenabench.compare import RunSelection, arm_stats, load_runs, metric_curves, run_values, runs_table
+
+    sel = RunSelection("fake", uri=store, where={"constructor": ["pointwise", "oracle"]})
+    args = {"uri": store, "where": {"constructor": ["pointwise", "oracle"]}}
+    for by_selection, by_args in [
+        (arm_stats(sel, "eval_quality", baseline="pointwise"),
+         arm_stats("fake", "eval_quality", baseline="pointwise", **args)),
+        (metric_curves(sel, "eval_quality"), metric_curves("fake", "eval_quality", **args)),
+        (run_values(sel, "eval_quality"), run_values("fake", "eval_quality", **args)),
+        (runs_table(sel, ["eval_quality"]), runs_table("fake", ["eval_quality"], **args)),
+        (RunSelection("fake", uri=store).runs(), load_runs("fake", uri=store)),
+    ]:  # fmt: skip
+        pd.testing.assert_frame_equal(by_selection, by_args)
+        assert by_selection.attrs.keys() == by_args.attrs.keys()
+    assert len(run_values(sel, "eval_quality")) == 6  # the filter holds: two arms of three seeds
+    with pytest.raises(ValueError, match="name the runs once"):
+        arm_stats(sel, "eval_quality", uri=store)

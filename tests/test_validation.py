@@ -57,6 +57,10 @@ def test_spec_values_are_typed_strictly_and_case_insensitively():
         (["trainer.algo=ppo"], "unknown trainer.algo 'ppo'; choices: cispo, grpo"),
         (["init.kind=warm"], "init kind must be one of random, sft; got 'warm'"),
         (["engine.schedule=eager"], "engine.schedule must be one of auto, lockstep, pipelined"),
+        (  # a rule measured and not taken runs only in experiments/anchor_bias.py
+            ["reward=seeded_single_elim", "reward.anchor_seed=h2h"],
+            "seeded_single_elim: anchor_seed must be one of auto, mean, lattice, record; got 'h2h'",
+        ),
     ],
 )
 def test_validate_run_names_the_problem_and_the_choices(overrides, message):

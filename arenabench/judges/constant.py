@@ -2,7 +2,7 @@
 
 They are the two extreme cases of "the judge's evidence does not support a ranking decision":
 every constructor, given either, should hand out no advantage (all zeros, or unranked members
-with advantage 0) — see ``tests/test_ties_constructors.py``.
+with advantage 0) — see ``tests/rewards/test_ties.py``.
 
 * :class:`ConstantJudge` scores both sides of every comparison ``score`` (default 7 – 7, a tie
   in either order and in the two orders' sum) with ``P(A better) = 0.5``, and every pointwise

@@ -47,10 +47,11 @@ def build_tiny_tokenizer(
     corpus: Sequence[str] | None = None,
     special_tokens: Sequence[str] = SPECIAL_TOKENS,
 ):
-    """The byte-level BPE (a ``tokenizers.Tokenizer``) of :func:`build_tiny_model`, trained on
-    ``corpus`` (default: the judge prompts). Deterministic for given arguments: the simulated
-    judge's token counts (:mod:`arenabench.judges.tokens`) use the default one, so they equal
-    the tiny model's own counts under vLLM."""
+    """The byte-level BPE (a ``tokenizers.Tokenizer``) of the tiny model
+    (:func:`arenabench.tiny_model.build_tiny_model`), trained on ``corpus`` (default: the judge
+    prompts). Deterministic for given arguments: the simulated judge's token counts
+    (:mod:`arenabench.judges.tokens`) use the default one, so they equal the tiny model's own
+    counts under vLLM."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     special_tokens = list(special_tokens)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from arenabench.advantages import ranks_from_keys
 from arenabench.rewards.base import Constructor, mean_scores
 from arenabench.rewards.failures import split_failures
 from arenabench.types import Group, Match, MatchResult
@@ -48,12 +48,6 @@ def anchor_phase(c: Constructor, group: Group):
         score[a] = float(np.mean([m.score_j for m in ok]))
     return score, list(results), failed
 
-
-# seeded_single_elim: the anchor's seeding rule (h2h, h2h_tier: seeded on the mean, see head_to_head;
-# record: the anchor seeds the explorers' bracket, sits it out, and is placed by place_anchor_by_record;
-# lattice_key: seeded on the mean, compared (tier key, tied games) on lattice_seeding's value;
-# auto: record or lattice by the judge's rejudge_share, seeded_single_elim.auto_anchor_seed)
-ANCHOR_SEEDS = ("auto", "mean", "match", "neutral", "h2h", "h2h_tier", "lattice", "lattice_key", "record")
 
 # reply_lattice: the largest denominator a score may have to count as on a lattice, and how close
 # (relative) it must be to that fraction. An integer rubric (0–G per side) averaged over V votes
@@ -99,7 +93,7 @@ def lattice_seeding(score: np.ndarray, results: list, anchor: int, rng: np.rando
     rank at integer N = 16). On the lattice the anchor ties as an explorer ties, and every later
     rule (``seed_order``'s permutation, ``decide``, ``pool_ranks``) treats its ties as theirs.
     Stochastic rounding keeps what the mean knows: its expectation is the mean, and it moves the
-    value at most one step (``match`` draws a whole match score instead); rounding to the nearest
+    value at most one step (the study's ``match`` draws a whole match score); rounding to the nearest
     point would put a skewed group's anchor at the mode every time — a bias of its own. The
     value is ``float`` of an exact lattice point, equal to an explorer's float score at that
     point when the lattice is dyadic (integers, halves: every preset and fit here)."""
@@ -125,54 +119,10 @@ def lattice_seeding(score: np.ndarray, results: list, anchor: int, rng: np.rando
     return out
 
 
-def neutral_seeding(score: np.ndarray, results: list, anchor: int) -> np.ndarray:
-    """``score`` (``anchor_phase``'s) in which the anchor sits at the tie point of its games: its
-    entry is its mean (as ``mean``), an explorer's is that mean plus the explorer's distance from
-    its seeding game's tie point, ``(own − anchor's) / 2``, so anchor and explorer are apart by
-    what separated them in their own game. NaN (failed) stays NaN.
-
-    Why (``seeded_single_elim:anchor_seed=neutral``, issue 31): under ``mean`` an explorer X is
-    above the anchor iff its score beats the anchor's *mean*, which can contradict their own
-    game and, on a skewed integer lattice, is not symmetric. Here X is above the anchor iff it
-    won, exactly equal iff they tied (then the no-information rules apply: a seeded permutation
-    in ``seed_order``, a coin flip in ``decide``, a shared rank), and each explorer's distance
-    from the anchor is symmetric about 0 in an equal-quality group on any score grid. On a judge
-    whose two scores sum to a constant (a verdict: 1/0, a tie ½ each) it is the anchor at the
-    tie score and each explorer at its own, all shifted alike. The price on a judge that rates
-    each side on its own: an explorer's value carries the anchor's noise in that game. The
-    anchor's mean is put on a 2^-20 grid so that its sums with lattice scores (the tier key)
-    are exact: keys equal in exact arithmetic are equal floats."""
-    a = anchor
-    out = np.array(score, dtype=float)
-    if not np.isfinite(out[a]):
-        return out
-    out[a] = np.ldexp(np.rint(np.ldexp(out[a], 20)), -20)
-    for m in split_failures(results)[0]:
-        x, sx, sa = (m.i, m.score_i, m.score_j) if m.j == a else (m.j, m.score_j, m.score_i)
-        out[x] = out[a] + (sx - sa) / 2
-    return out
-
-
-def one_match_seeding(score: np.ndarray, results: list, anchor: int, rng: np.random.Generator) -> np.ndarray:
-    """``score`` (``anchor_phase``'s) with the anchor's entry replaced by its score in ONE of its
-    successful seeding matches, drawn uniformly by the group's ``rng`` (a draw only when there
-    are two or more), so that the anchor holds the same kind of seeding value as an explorer.
-
-    Why (``seeded_single_elim:anchor_seed=match``): in a group of equal quality an explorer's
-    seeding score is one bidirectional match score, while the anchor's mean of N − 1 of them is
-    concentrated near their centre; sorted and compared with single scores — in the seed order,
-    the tier key and ``decide`` — it is not exchangeable with them (on an integer-rubric judge
-    single scores sit on a skewed lattice whose median is not the mean: issue 31). One match's
-    score is drawn like an explorer's (a simulated judge rates the two sides independently),
-    so with every rematch a new judgment the bracket treats the anchor as one more explorer and
-    its mean advantage in such groups is 0 by symmetry, whatever the score grid."""
-    a = anchor
-    ok = split_failures(results)[0]
-    out = np.array(score, dtype=float)
-    if ok:
-        m = ok[int(rng.integers(len(ok)))] if len(ok) > 1 else ok[0]
-        out[a] = m.score_j if m.j == a else m.score_i
-    return out
+# A seeding rule's own evidence for a tied or failed bracket game x vs y, given (x, y, the seeding
+# phase's results): (the winner, or None for a coin flip; the flag naming the evidence), or None
+# where the rule has none for that game and the accumulated averages decide (``decide``)
+Tiebreak = Callable[[int, int, list], tuple[int | None, str] | None]
 
 
 @dataclass(frozen=True)
@@ -183,7 +133,7 @@ class Seeding:
 
     score: np.ndarray
     matches: int
-    head_to_head: int | None = None  # the anchor, when its tied bracket games go by its seeding game
+    tiebreak: Tiebreak | None = None  # a seeding rule's own evidence for a tied or failed game
 
 
 def tier_scores(n: int, history: list, seeding: Seeding | None = None) -> np.ndarray:
@@ -294,17 +244,19 @@ def decide(
 
     A verdict decides. A tie or failure (flagged ``tied_match`` / ``failed_match``) goes to the
     player with the higher accumulated average score so far (``tier_scores``;
-    ``evidence_tiebreak``) — under ``anchor_seed=h2h`` a game of the anchor's to the winner of its
-    seeding game against that opponent (``head_to_head``; ``head_to_head_tiebreak``) — and when
-    there is no such evidence, a seeded coin flip decides
+    ``evidence_tiebreak``) — or by the seeding rule's own evidence where it has some
+    (``Seeding.tiebreak``) — and when there is no such evidence, a seeded coin flip decides
     (``coin_flip``) and the game is added to ``links`` so that it separates no one in the final
     ranking (``pool_ranks``)."""
     w = m.winner
     if w is not None:
         return w, (y if w == x else x)
     flags["failed_match" if m.failed else "tied_match"] += 1
-    if seeding is not None and seeding.head_to_head in (x, y):
-        w, flag = head_to_head(x, y, history[: seeding.matches]), "head_to_head_tiebreak"
+    own = None
+    if seeding is not None and seeding.tiebreak is not None:
+        own = seeding.tiebreak(x, y, history[: seeding.matches])
+    if own is not None:
+        w, flag = own
     else:
         n = len(seeding.score) if seeding is not None else 1 + max(max(r.i, r.j) for r in history)
         ms = tier_scores(n, history, seeding)
@@ -319,53 +271,6 @@ def decide(
         if links is not None:
             links.append((x, y))
     return w, (y if w == x else x)
-
-
-def head_to_head(x: int, y: int, seeding_results: list) -> int | None:
-    """The winner of the seeding game between the anchor and an explorer (``x``, ``y``), or None
-    when it was tied, failed or not played: ``decide``'s evidence for their tied or failed bracket
-    game under ``anchor_seed=h2h`` (None: a coin flip recorded in ``links``, as for any game
-    without evidence).
-
-    Why (issue 31.3): ``decide``'s other evidence is the two accumulated averages, and the
-    anchor's holds its seeding *mean*, which on an integer rubric is off the lattice, so it is
-    almost never equal to an explorer's: the anchor's tied games were decided as if by evidence
-    and never pooled, while explorer-vs-explorer ties on the lattice coin-flip and share a rank.
-    Here the anchor's tied game goes by evidence of the same kind an explorer pair has — one
-    match between the two — or to the coin and the pool."""
-    m = next((r for r in seeding_results if {r.i, r.j} == {x, y}), None)
-    return m.winner if m is not None else None
-
-
-def place_anchor_by_head_to_head(
-    rank: np.ndarray, depth: np.ndarray, anchor: int, seeding_results: list
-) -> np.ndarray:
-    """``rank`` with the anchor re-placed inside its elimination tier by its seeding games against
-    its tier-mates (``anchor_seed=h2h_tier``): below the W mates that beat it, level with the T
-    whose game was tied or failed (half of them above it: a shared rank where that is one
-    player), above the rest; the mates keep their order. Other tiers are unchanged.
-
-    Why (issue 31.3): with ``h2h`` alone the anchor's tier key is still its seeding mean plus
-    bracket scores, off the lattice of the explorers' keys; this compares it with each tier-mate
-    by the same kind of evidence as ``head_to_head`` — their own game."""
-    rank = np.asarray(rank, dtype=float).copy()
-    if not np.isfinite(rank[anchor]):
-        return rank
-    tier = (depth == depth[anchor]) & np.isfinite(rank)
-    mates = [j for j in range(len(rank)) if j != anchor and tier[j]]
-    if not mates:
-        return rank
-    games = [r for r in seeding_results if anchor in (r.i, r.j)]
-    beat = {r.winner for r in games if r.winner not in (None, anchor)}
-    lost_to = sum(1 for j in mates if j in beat)
-    won = {r.i if r.j == anchor else r.j for r in games if r.winner == anchor}
-    level = sum(1 for j in mates if j not in beat and j not in won)
-    members = [*mates, anchor]
-    base = float(np.sum(np.isfinite(rank) & (depth > depth[anchor])))
-    q = ranks_from_keys(-rank[mates])  # the mates' order among themselves, best first
-    pos = lost_to + level / 2  # the anchor's slot among them
-    rank[members] = base + ranks_from_keys(np.append(-q, -(pos - 0.5)))
-    return rank
 
 
 def place_anchor_by_record(rank: np.ndarray, anchor: int, seeding_results: list) -> np.ndarray:

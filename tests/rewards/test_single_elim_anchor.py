@@ -8,10 +8,9 @@ N − 1 seeding matches weighed in its tier key, and its bracket games replayed 
 Fixed by the tier key (``brackets.tier_scores``: the seeding score counted once) and by asking a
 rematch as a new judgment (``brackets.rematch``) — except, under the paper's rule (the anchor
 seeded on its mean seeding score, the default), on the integer judge at N = 16 (−0.069 ± 0.019):
-a mean of N − 1 lattice scores sorted among single ones. ``anchor_seed=match`` (the anchor seeded
-on one drawn seeding match) makes the anchor exchangeable with the explorers there: +0.002 ±
-0.014. ``anchor_seed=lattice`` (the mean stochastically rounded onto the replies' score
-lattice) removes it too, keeping the mean's information: −0.007 ± 0.014. Not covered: the
+a mean of N − 1 lattice scores sorted among single ones. ``anchor_seed=lattice`` (the mean
+stochastically rounded onto the replies' score lattice) removes it, keeping the mean's
+information: −0.007 ± 0.014. Not covered: the
 fitted LLMBar judges repeat a verdict when re-asked, so the anchor's bracket games copy its
 seeding and it is biased under every rule (gpt4_llmbar N = 16: ``mean`` −0.117 ± 0.021,
 ``lattice`` +0.041 ± 0.013; ``docs/constructors-notes.md``). For such a judge
@@ -19,9 +18,9 @@ seeding and it is biased under every rule (gpt4_llmbar N = 16: ``mean`` −0.117
 gpt4_llmbar N = 16 −0.001 ± 0.005; on the integer judge at N = 16 it is biased (−0.030 ± 0.011,
 a strict xfail), which re-judges afresh and is not the judge it is for. The default,
 ``anchor_seed=auto``, takes ``record`` for a judge that repeats its verdicts (``rejudge_share`` <
-½) and otherwise ``lattice``, and is held here on all four judges. ``lattice_key`` (seeded on the
-mean, compared on the lattice) is unbiased on the integer judge at half ``lattice``'s τ cost but
-biased on a verdict judge that re-judges (measured in ``results/anchor_bias/lattice_key/``).
+½) and otherwise ``lattice``, and is held here on all four judges. The rules measured and not
+taken (``match``, ``neutral``, ``h2h``, ``h2h_tier``, ``lattice_key``) are the study's, tested with
+it (``tests/test_anchor_bias_script.py``).
 """
 
 from __future__ import annotations
@@ -34,13 +33,8 @@ from conftest import make_group
 
 from arenabench import Engine, judges, rewards
 from arenabench.rewards.brackets import (
-    Seeding,
     lattice_seeding,
-    neutral_seeding,
-    one_match_seeding,
     reply_lattice,
-    seed_order,
-    tier_scores,
 )
 from arenabench.sim import equal_quality_groups
 from arenabench.types import MatchResult
@@ -53,12 +47,10 @@ OPEN = pytest.mark.xfail(
     strict=True,
     reason="issue 31: the paper's rule (anchor_seed=mean) on the integer judge at N = 16, anchor mean "
     "advantage -0.069 ± 0.019 (a mean of N-1 integer seeding scores among single ones); "
-    "anchor_seed=match, lattice, lattice_key and the default (auto: lattice here) remove it",
+    "anchor_seed=lattice and the default (auto: lattice here) remove it",
 )
 MEAN = "seeded_single_elim:anchor_seed=mean"  # the paper's rule (the default was, before auto)
-MATCH = "seeded_single_elim:anchor_seed=match"
 LATTICE = "seeded_single_elim:anchor_seed=lattice"
-LATTICE_KEY = "seeded_single_elim:anchor_seed=lattice_key"
 RECORD = "seeded_single_elim:anchor_seed=record"
 RECORD_OPEN = pytest.mark.xfail(
     strict=True,
@@ -86,10 +78,6 @@ RECORD_OPEN = pytest.mark.xfail(
         # default's cells above: lattice = mean on continuous replies; integer N = 8 within 1 SE
         # in results/anchor_bias/)
         pytest.param(MEAN, 16, "integer", marks=OPEN),
-        (MATCH, 8, "calibrated"),
-        (MATCH, 8, "integer"),
-        (MATCH, 16, "calibrated"),
-        (MATCH, 16, "integer"),
         # record on a judge that re-judges afresh, which it is not for (calibrated N = 8, 16 and
         # integer N = 8: within 1 SE, results/anchor_bias/record/)
         pytest.param(RECORD, 16, "integer", marks=RECORD_OPEN),
@@ -104,10 +92,9 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     paper's rule z = +0.17 / −0.72 (calibrated), −0.41 / −3.56 (integer, N = 16 a strict xfail:
     it fails loudly if fixed); the default (``auto``) z = +0.17 / −0.72 (calibrated: the paper's
     rule exactly), −0.55 / −0.52 (integer, ``lattice``), and ``record``'s on the LLMBar fits,
-    below; ``anchor_seed=match`` z = +1.45 / +0.61 (calibrated), −0.97 /
-    +0.14 (integer; re-measured for issue 31.3, ``results/anchor_bias/``); double elimination
+    below (the study's ``match``: ``tests/test_anchor_bias_script.py``); double elimination
     (N = 8) z = +0.35, +1.53; ``anchor_seed=lattice`` z = +0.17 / −0.72 (calibrated: no lattice,
-    the paper's rule exactly), −0.55 / −0.52 (integer). ``anchor_seed=neutral``, ``h2h`` and
+    the paper's rule exactly), −0.55 / −0.52 (integer). The study's ``neutral``, ``h2h`` and
     ``h2h_tier`` are not here: they are biased (integer N = 8 z = +3.6, +4.0, +5.5), measured in
     ``results/anchor_bias/``. ``anchor_seed=record`` z = −0.64 / −0.15 (gpt4_llmbar), −0.15 /
     +0.52 (chatgpt_llmbar), −2.65 at integer N = 16 (a strict xfail; calibrated and integer N = 8,
@@ -123,165 +110,13 @@ def test_anchor_mean_advantage_is_zero_in_equal_quality_groups(name, n, preset):
     assert abs(a.mean()) <= 2 * se, f"anchor mean advantage {a.mean():+.4f}, 2 SE = {2 * se:.4f}"
 
 
-def test_the_anchor_seeds_on_one_of_its_seeding_matches_drawn_uniformly():
-    """``one_match_seeding``: the anchor's entry is its own side of one successful seeding match
-    (either slot), each drawn equally often (7 explorers, 7,000 draws: within 4 SE of 1,000);
-    explorers' scores and a failed match's NaN are untouched."""
-    a = 3
-    results = [MatchResult(i, a, float(i), 10.0 + i) for i in (0, 1, 2, 4, 7)]  # anchor 10, 11, 12, 14, 17
-    results.append(MatchResult(a, 5, 15.0, 5.0))  # the anchor in slot i: 15
-    results.append(MatchResult(6, a, math.nan, math.nan, failed=True))
-    score = np.array([0.0, 1, 2, 99, 4, 5, math.nan, 7])
-    counts = {}
-    for seed in range(7000):
-        out = one_match_seeding(score, results, a, np.random.default_rng(seed))
-        assert np.array_equal(np.delete(out, a), np.delete(score, a), equal_nan=True)
-        counts[out[a]] = counts.get(out[a], 0) + 1
-    assert sorted(counts) == [10.0, 11.0, 12.0, 14.0, 15.0, 17.0]  # never the failed match's
-    expected = 7000 / 6
-    assert all(abs(c - expected) <= 4 * math.sqrt(expected) for c in counts.values()), counts
-
-
-def test_anchor_seed_match_ranks_as_the_mean_on_a_noiseless_judge_and_a_bad_value_is_named():
-    """On a noiseless judge, whose scores ignore the opponent, the anchor's one match score is
-    its mean, so both rules give the same ranks; a bad value is one clear error."""
-    quality = [1.9, 1.5, 1.7, 2.1, 1.6, 1.8, 1.4, 2.0]
-    groups = [make_group(quality, anchor=2, prompt=f"m{k}") for k in range(3)]
-    engine = Engine(judges.get("noiseless"), seed=0)
-    by_mean = engine.run(rewards.get("seeded_single_elim", anchor_seed="mean"), groups).results
-    by_match = engine.run(rewards.from_spec(MATCH), groups).results
-    for r, s in zip(by_match, by_mean, strict=True):
-        assert np.array_equal(r.rank, s.rank)
-    with pytest.raises(ValueError, match="anchor_seed must be one of auto, mean, match, neutral"):
-        rewards.get("seeded_single_elim", anchor_seed="median")
-
-
-def test_neutral_seeding_orders_the_anchor_by_each_head_to_head_game_and_keeps_ties_exact():
-    """``neutral_seeding``: an explorer's value is the anchor's mean plus half its margin in their
-    game, so it is above the anchor iff it won and exactly equal iff they tied; a failed match
-    stays NaN. X = 1 beat the anchor (15 vs 14) yet scores below its mean (16): ``mean`` seeds it
-    below the anchor, ``neutral`` above."""
-    a = 0
-    results = [
-        MatchResult(1, a, 15.0, 14.0),  # won with a score below the anchor's mean
-        MatchResult(a, 2, 17.0, 16.0),  # the anchor in slot i; lost
-        MatchResult(3, a, 17.0, 17.0),  # a tie
-        MatchResult(4, a, 18.0, 16.0),
-        MatchResult(5, a, math.nan, math.nan, failed=True),
-    ]
-    score = np.array([16.0, 15, 16, 17, 18, math.nan])  # anchor_phase's: the anchor's mean 64 / 4
-    out = neutral_seeding(score, results, a)
-    assert out.tolist()[:5] == [16.0, 16.5, 15.5, 16.0, 17.0] and math.isnan(out[5])
-    by_mean, by_neutral = (
-        seed_order(score, np.random.default_rng(0)),
-        seed_order(out, np.random.default_rng(0)),
-    )
-    assert by_mean.index(1) > by_mean.index(a) and by_neutral.index(1) < by_neutral.index(a)
-
-
-def test_neutral_keys_that_are_equal_in_exact_arithmetic_are_equal_floats():
-    """The anchor's mean 30 / 9 is not a float; X = 1 beat it by 2 (+1 from the tie point), then
-    scored 12 and 8 in the bracket, the anchor 13 and 8: both keys are (30/9 + 21) / 3. Summed as
-    floats from the raw mean they differ in the last place (``decide`` and the tier ranks would
-    split a tie by rounding); on the 2^-20 grid they are equal."""
-    a = 0
-    anchor_scores = [3.0] * 6 + [4.0] * 3  # mean 30 / 9
-    results = [
-        MatchResult(x, a, s + (2.0 if x == 1 else 0.0), s)
-        for x, s in zip(range(1, 10), anchor_scores, strict=True)
-    ]
-    score = np.array([30 / 9] + [r.score_i for r in results])
-    out = neutral_seeding(score, results, a)
-    bracket = [
-        MatchResult(1, 5, 12.0, 11.0),
-        MatchResult(a, 6, 13.0, 9.0),
-        MatchResult(1, 7, 8.0, 6.0),
-        MatchResult(a, 8, 8.0, 9.0),
-    ]
-    raw = np.array(score)
-    raw[1] = raw[a] + 1.0
-    assert (
-        tier_scores(10, results + bracket, Seeding(raw, len(results)))[1]
-        != tier_scores(10, results + bracket, Seeding(raw, len(results)))[a]
-    )
-    key = tier_scores(10, results + bracket, Seeding(out, len(results)))
-    assert key[1] == key[a]
-
-
-def test_neutral_with_an_anchor_whose_every_seeding_match_failed_keeps_nan():
-    a = 1
-    results = [
-        MatchResult(0, a, math.nan, math.nan, failed=True),
-        MatchResult(2, a, math.nan, math.nan, failed=True),
-    ]
-    score = np.full(3, math.nan)
-    assert np.isnan(neutral_seeding(score, results, a)).all()
-
-
-def test_h2h_settles_the_anchors_tied_game_by_their_seeding_game_and_pools_a_tied_one():
-    """``anchor_seed=h2h`` (``brackets.head_to_head``): a tied bracket game between the anchor (0)
-    and an explorer goes to the winner of their seeding game, even against the accumulated
-    averages (``decide``'s evidence otherwise); a seeding game that was tied or failed too leaves
-    a coin flip recorded in ``links``; a tie between two explorers is decided as before."""
-    from collections import Counter
-
-    from arenabench.rewards.brackets import decide
-
-    a = 0
-    seeding_results = [
-        MatchResult(1, a, 15.0, 14.0),  # 1 beat the anchor
-        MatchResult(a, 2, 17.0, 16.0),  # the anchor beat 2
-        MatchResult(3, a, 16.0, 16.0),  # a tie
-        MatchResult(4, a, math.nan, math.nan, failed=True),
-    ]
-    score = np.array([16.0, 15, 16, 16, math.nan])  # anchor_phase's: the anchor's mean 47 / 3 -> say 16
-    h2h, by_mean = Seeding(score, 4, head_to_head=a), Seeding(score, 4)
-    for x, y, want in [(a, 1, 1), (2, a, a)]:
-        hist = [*seeding_results, MatchResult(x, y, 20.0, 20.0)]
-        flags, links = Counter(), []
-        assert decide(hist[-1], x, y, hist, flags, np.random.default_rng(0), links, h2h)[0] == want
-        assert flags["head_to_head_tiebreak"] == 1 and not links
-    # under mean the accumulated averages decide: the anchor (16, 20 -> 18) over 1 (15, 20 -> 17.5)
-    hist = [*seeding_results, MatchResult(a, 1, 20.0, 20.0)]
-    assert decide(hist[-1], a, 1, hist, Counter(), np.random.default_rng(0), [], by_mean)[0] == a
-    for x in (3, 4):  # tied and failed seeding games: a coin, both sides seen, always linked
-        winners = set()
-        for seed in range(20):
-            hist = [*seeding_results, MatchResult(a, x, 20.0, 20.0)]
-            flags, links = Counter(), []
-            winners.add(decide(hist[-1], a, x, hist, flags, np.random.default_rng(seed), links, h2h)[0])
-            assert links == [(a, x)] and flags["coin_flip"] == 1
-        assert winners == {a, x}
-    hist = [*seeding_results, MatchResult(1, 2, 20.0, 20.0)]  # explorers: averages 17.5 vs 18
-    flags = Counter()
-    assert decide(hist[-1], 1, 2, hist, flags, np.random.default_rng(0), [], h2h)[0] == 2
-    assert flags["evidence_tiebreak"] == 1
-
-
-def test_h2h_tier_places_the_anchor_among_its_tier_mates_by_their_seeding_games():
-    """``place_anchor_by_head_to_head`` (``anchor_seed=h2h_tier``): tier depth 1 holds the anchor
-    (ranked first there) and mates 1–4, kept in their order 1, 2, 3, 4; 1 beat the anchor in
-    seeding, 2 tied it, 3 and 4 lost: the anchor goes below 1 and level with 2 (slot 1.5 among
-    the mates: ranks 2.5 shared), above 3 and 4. Player 5 (a deeper tier) keeps rank 0; a tier
-    without mates and an unranked anchor are unchanged."""
-    from arenabench.rewards.brackets import place_anchor_by_head_to_head
-
-    a = 0
-    seeding = [
-        MatchResult(1, a, 3.0, 2.0),
-        MatchResult(2, a, 2.0, 2.0),
-        MatchResult(a, 3, 2.0, 1.0),
-        MatchResult(4, a, 1.0, 2.0),
-        MatchResult(5, a, 5.0, 2.0),
-    ]
-    depth = np.array([1.0, 1, 1, 1, 1, 2])
-    rank = np.array([1.0, 2, 3, 4, 5, 0])
-    out = place_anchor_by_head_to_head(rank, depth, a, seeding)
-    assert out.tolist() == [2.5, 1.0, 2.5, 4.0, 5.0, 0.0] and out.sum() == rank.sum()
-    alone = np.array([1.0, 2, 2, 2, 2, 0])
-    assert place_anchor_by_head_to_head(rank, alone, a, seeding).tolist() == rank.tolist()
-    unranked = np.array([math.nan, 1, 2, 3, 4, 0])
-    assert np.array_equal(place_anchor_by_head_to_head(unranked, depth, a, seeding), unranked, equal_nan=True)
+def test_a_rule_that_is_not_the_constructors_is_one_error_naming_the_valid_ones():
+    """The production rules are ``auto``, ``mean``, ``lattice`` and ``record``; the rules measured
+    and not taken (``match``, ``neutral``, ``h2h``, ``h2h_tier``, ``lattice_key``) are the study's
+    (``experiments/anchor_bias.py``, ``tests/test_anchor_bias_script.py``)."""
+    for bad in ("median", "match", "neutral", "h2h", "h2h_tier", "lattice_key"):
+        with pytest.raises(ValueError, match=f"must be one of auto, mean, lattice, record; got '{bad}'"):
+            rewards.get("seeded_single_elim", anchor_seed=bad)
 
 
 def test_reply_lattice_is_the_rational_gcd_of_the_replies():
@@ -366,7 +201,7 @@ def test_lattice_is_the_papers_rule_on_continuous_replies_and_pools_the_anchor_l
     one in 38% of groups, an explorer in 88% (issue 31.3's diagnosis) — 300 equal-quality
     groups, seeds as the slow test: the anchor's share is within 0.08 of the explorers'."""
     groups = equal_quality_groups(300, 16)
-    _assert_mean_on_continuous_replies(LATTICE, groups[:100])
+    _assert_mean_on_continuous_replies(rewards.from_spec(LATTICE), groups[:100])
     integer = Engine(judges.get("integer", seed=4), seed=0)
     anchor, explorers = _shared_rank_shares(integer.run(rewards.from_spec(LATTICE), groups).results)
     assert abs(anchor - explorers) <= 0.08, (anchor, explorers)
@@ -374,11 +209,11 @@ def test_lattice_is_the_papers_rule_on_continuous_replies_and_pools_the_anchor_l
     assert explorers_mean - anchor_mean >= 0.3, (anchor_mean, explorers_mean)
 
 
-def _assert_mean_on_continuous_replies(spec, groups):
-    """``spec`` gives ``mean``'s ranks and advantages bit for bit on ``calibrated`` (no lattice)."""
+def _assert_mean_on_continuous_replies(constructor, groups):
+    """``constructor`` gives ``mean``'s ranks and advantages bit for bit on ``calibrated``."""
     cal = Engine(judges.get("calibrated", seed=4), seed=0)
     for r, s in zip(
-        cal.run(rewards.from_spec(spec), groups).results,
+        cal.run(constructor, groups).results,
         cal.run(rewards.from_spec(MEAN), groups).results,
         strict=True,
     ):
@@ -567,24 +402,3 @@ def test_auto_is_record_for_a_judge_that_repeats_and_lattice_otherwise(tmp_path,
             assert r.comparisons == s.comparisons and r.extra["anchor_seed"] == rule.split("=")[1]
         mean = engine.run(rewards.from_spec(MEAN), groups).results
         assert all(r.extra["anchor_seed"] == "mean" and r.comparisons == 14 for r in mean)
-
-
-def test_lattice_key_seeds_on_the_mean_and_compares_the_anchor_on_the_lattice():
-    """``anchor_seed=lattice_key``: on ``calibrated`` (continuous replies) the ranks of ``mean``
-    bit for bit; on ``integer`` (N = 16, 300 equal-quality groups, the slow test's seeds) the
-    bracket is seeded on the anchor's exact mean, off the integer lattice in most groups, in
-    descending order of the seeding scores, and the anchor shares a rank about as often as an
-    explorer (within 0.08; under ``mean`` far less often, ``test_lattice_is_the_papers_rule_…``):
-    its tier key and tied games are on the lattice."""
-    groups = equal_quality_groups(300, 16)
-    _assert_mean_on_continuous_replies(LATTICE_KEY, groups[:100])
-    integer = Engine(judges.get("integer", seed=4), seed=0)
-    results = integer.run(rewards.from_spec(LATTICE_KEY), groups).results
-    off_lattice = 0
-    for g, r in zip(groups, results, strict=True):
-        score = r.extra["seed_score"]
-        off_lattice += score[g.anchor] != round(score[g.anchor])
-        assert np.all(np.diff(score[r.extra["seeds"]]) <= 0)  # seeded best first on these values
-    assert off_lattice >= len(groups) // 2, off_lattice  # 190 of 300 when written
-    anchor, explorers = _shared_rank_shares(results)
-    assert abs(anchor - explorers) <= 0.08, (anchor, explorers)

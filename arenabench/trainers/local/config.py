@@ -1,10 +1,11 @@
 """The local trainer's run configuration: one typed tree, its defaults in one place.
 
 ``conf/train.yaml`` and ``conf/trainer/*.yaml`` list the same values so a hydra user sees them
-(``tests/test_run_config.py`` keeps the files in step with these classes). :func:`train` still
-takes the resolved mapping hydra produces (tests and benchmarks pass plain dicts) and converts it
-with :meth:`RunConfig.from_mapping`, so a mistyped or moved key fails before any step runs instead
-of being ignored.
+(``tests/trainers/local/test_run_config.py`` keeps the files in step with these classes). The
+trainer (:func:`arenabench.trainers.local.trainer.train`) still takes the resolved mapping hydra
+produces (tests and benchmarks pass plain dicts) and converts it with
+:meth:`RunConfig.from_mapping`, so a mistyped or moved key fails before any step runs instead of
+being ignored.
 
 ``reward``, ``judge``, ``task`` and ``init`` stay mappings: their builders (the reward and judge
 registries, ``TASKS``, ``sft.InitConfig``) own and validate their parameters.
@@ -84,7 +85,7 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    """Where the hydra app logs the run (``conf/tracking``); :func:`train` itself ignores it."""
+    """Where the hydra app logs the run (``conf/tracking``); the trainer itself ignores it."""
 
     enabled: bool = True
     uri: str | None = None  # null: $MLFLOW_TRACKING_URI, else sqlite:///results/mlflow.db

@@ -1,6 +1,6 @@
 """The local trainer: a tiny policy, a toy task, any registered constructor, GRPO or CISPO.
 
-One step (nanoGPT-style, top to bottom in :func:`train`): K prompts × N samples (index 0 of
+One step (nanoGPT-style, top to bottom in :func:`train_seeds`): K prompts × N samples (index 0 of
 each group greedy, the rest at temperature T) → the engine turns the judge's verdicts into
 advantages → one policy-gradient update (``epochs`` passes) → metrics. True quality is the
 task's hidden score, seen only by the simulated judge and the evaluator.
@@ -215,6 +215,55 @@ class _Seed:
         self.metrics: dict[str, float] = {}
 
 
+def seed_metrics(
+    r: _Seed,
+    task,
+    groups: list[Group],
+    out,
+    advs: list[np.ndarray],
+    masked: int,
+    adv: torch.Tensor,
+    kl: float,
+    loss: tuple[torch.Tensor, dict],
+    entropy: float,
+    wall: float,
+) -> dict[str, float]:
+    """One seed's metrics of a step (:data:`STEP_METRICS`, in that order; a surface task's too):
+    true quality of ``groups``, the SNR probe (the bare judge re-judging a few of their
+    trajectories, drawn from the seed's ``rng``), its advantages (``advs`` after masking, ``masked``
+    groups, ``adv`` its row of the update), the update (``kl``, ``loss``: the loss function's
+    (loss, stats)), the seed's cumulative judge counters, the stack's and the engine output's
+    (``out``) counts of this step, the sampling policy's ``entropy`` and ``wall`` time."""
+    q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
+    probe = pointwise_snr(r.judge, groups, r.rng, r.rc.probe_size, r.rc.probe_repeats)
+    value, stats = loss
+    metrics = {
+        "quality_mean": float(q.mean()),
+        "quality_max": float(q.max()),
+        "sigma_group": probe["sigma_group"],
+        "sigma_noise": probe["sigma_noise"],
+        "snr": probe["snr"],
+        "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
+        "masked_groups": float(masked),
+        "outage_groups": float(sum(res.lost > 0 for res in out.results)),
+        "adv_std": float(adv.std(unbiased=False)),
+        "kl": kl,
+        "loss": float(value.detach()),
+        "clipfrac": float(stats.get("clipfrac", 0.0)),
+        "judge_calls": float(r.calls),
+        "judge_failures": float(r.failures),
+        "judge_retries": float(r.retries),
+        **r.stack.step_metrics(),
+        "wall_time": wall,
+        **step_extras(groups, [res.advantage for res in out.results], entropy),
+        **health_metrics(out.stats),
+        **routing_metrics(out.results),  # adaptive arms only (issue 42)
+    }
+    if has_surface(task):
+        metrics.update(surface_step(groups, r.surface_weight))
+    return metrics
+
+
 # what the runs of one stacked batch share: the loop's shape, the task and the model (everything
 # else — seed, init, reward, judge, engine, probe — each run builds for itself)
 SHARED = ("steps", "prompts_per_step", "group_size", "eval_every", "trainer", "task")
@@ -359,35 +408,11 @@ def train_seeds(
             evals = _evaluate(policy, ref_greedy, task, [r.surface_weight for r in runs])
         wall = time.perf_counter() - t_start
         for s, (r, (groups, out, advs, masked)) in enumerate(zip(runs, per_seed, strict=True)):
-            q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
             with torch.no_grad():
                 kl = float(((old_logp[s] - ref_logp[s]) * mask).sum() / mask.sum())
-            probe = pointwise_snr(r.judge, groups, r.rng, r.rc.probe_size, r.rc.probe_repeats)
-            loss, st = losses[s]
-            r.metrics = {
-                "quality_mean": float(q.mean()),
-                "quality_max": float(q.max()),
-                "sigma_group": probe["sigma_group"],
-                "sigma_noise": probe["sigma_noise"],
-                "snr": probe["snr"],
-                "zero_adv_share": float(np.mean([not np.any(a) for a in advs])),
-                "masked_groups": float(masked),
-                "outage_groups": float(sum(res.lost > 0 for res in out.results)),
-                "adv_std": float(adv[s].std(unbiased=False)),
-                "kl": kl,
-                "loss": float(loss.detach()),
-                "clipfrac": float(st.get("clipfrac", 0.0)),
-                "judge_calls": float(r.calls),
-                "judge_failures": float(r.failures),
-                "judge_retries": float(r.retries),
-                **r.stack.step_metrics(),
-                "wall_time": wall,
-                **step_extras(groups, [res.advantage for res in out.results], entropy[s]),
-                **health_metrics(out.stats),
-                **routing_metrics(out.results),  # adaptive arms only (issue 42)
-            }
-            if has_surface(task):
-                r.metrics.update(surface_step(groups, r.surface_weight))
+            r.metrics = seed_metrics(
+                r, task, groups, out, advs, masked, adv[s], kl, losses[s], entropy[s], wall
+            )
             if evals is not None:
                 r.metrics.update(evals[s])
             if r.tracker is not None:
