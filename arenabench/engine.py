@@ -1,16 +1,17 @@
 """The engine: drives every group's constructor in lockstep, one judge batch per wave.
 
 A constructor's ``play`` is a generator that yields a list of asks (:class:`Match`,
-:class:`Score`) and receives their results, so a topology reads like its paper's
+:class:`Score`, :class:`Rank`) and receives their results, so a topology reads like its paper's
 algorithm. The engine collects the asks of *all* groups of a step into one wave,
 expands each into judge requests (a match into both orders × votes, or into the one order the
-constructor's order policy shows: ``arenabench/order.py``; a score into its votes), drops
+constructor's order policy shows: ``arenabench/order.py``; a score or a ranking into its
+votes), drops
 duplicate requests, sends one batch per judge and question kind, retries failures (extra
 batches, not extra waves), and hands results back. What differs between kinds (the request,
 the judge method, the validation, the fold into a result) is the kind's record
 (``arenabench/kinds.py``); the code here loops over ``kinds.KINDS``.
 Each reply is validated and normalized once, as it arrives (the kind's ``reply``:
-``types.pair_reply`` / ``types.point_reply``): a score of any real number type (numpy's
+``types.pair_reply`` / ``point_reply`` / ``rank_reply``): a score of any real number type (numpy's
 scalars included) becomes a ``float``; NaN, ±inf, a bool, a string or None is a failure with
 its reason, retried like any other.
 Failures that survive the retry budget are counted per group and flagged, never turned
@@ -113,20 +114,21 @@ class StepResult:
 
 
 SCHEDULES = ("lockstep", "pipelined", "auto")
-# the order a lockstep wave's pairwise requests are handed to the judge (``prefix_order``)
+# the order a lockstep wave's requests of a kind with a ``lead`` (pairwise, listwise) are handed
+# to the judge (``prefix_order``)
 REQUEST_ORDERS = ("asked", "prefix")
 DEFAULT_MAX_INFLIGHT = 64  # pipelined: requests in flight when neither the engine nor the judge says
 
 
 class Engine:
     """Runs a constructor over a step's groups against its judges: ``judge`` answers pairwise
-    questions and ``pointwise_judge`` (default: ``judge``) pointwise ones (``arenabench.kinds``: a
-    kind's ``judge`` names its attribute here).
+    questions, ``pointwise_judge`` pointwise and ``listwise_judge`` listwise ones (each of the two
+    defaults to ``judge``; ``arenabench.kinds``: a kind's ``judge`` names its attribute here).
 
     ``schedule``: ``"lockstep"``, ``"pipelined"`` or ``"auto"`` (see the module doc);
     ``max_inflight``: the pipelined schedule's limit on requests in flight across all groups
     (default: the judge's ``max_concurrency`` if it has one, else 64); ``request_order``: the
-    order of a lockstep batch's pairwise requests, ``"prefix"`` (default,
+    order of a lockstep batch's pairwise and listwise requests, ``"prefix"`` (default,
     :func:`prefix_order`) or ``"asked"`` (groups, then asks, as the constructors asked). Only
     what a prefix cache serves can depend on it, never a reply's meaning. Measured on vLLM
     (``results/bench/prefix_reuse.md``): the same cached tokens with an unbounded cache (vLLM
@@ -138,6 +140,7 @@ class Engine:
         self,
         judge=None,
         pointwise_judge=None,
+        listwise_judge=None,
         *,
         max_retries: int = 2,
         seed: int = 0,
@@ -158,6 +161,7 @@ class Engine:
         self.request_order = request_order
         self.judge = judge
         self.pointwise_judge = pointwise_judge if pointwise_judge is not None else judge
+        self.listwise_judge = listwise_judge if listwise_judge is not None else judge
         self.max_retries = max_retries
         self.seed = seed
         self.schedule = schedule

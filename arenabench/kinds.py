@@ -1,6 +1,6 @@
 """Question kinds: each thing the engine can ask a judge is one record, :class:`QuestionKind`.
 
-A constructor yields asks (``types.Match``, ``Score``); the engine turns each ask into
+A constructor yields asks (``types.Match``, ``Score``, ``Rank``); the engine turns each ask into
 judge requests, sends each kind's requests to its judge's batch method, validates every reply
 once and folds an ask's replies back into its result. The judge wrappers (cache, faults,
 latency, the stack) forward, key, fault and time every kind alike. Everything that differs
@@ -10,7 +10,10 @@ between kinds is a field of its record here, and the engine and every wrapper lo
 * pair: ``Match`` → ``PairRequest`` (shown orders × votes) → the judge's ``judge_pairs``
   (``Engine.judge``) → ``types.pair_reply`` → ``MatchResult`` (the orders' vote means summed);
 * point: ``Score`` → ``PointRequest`` (votes) → ``score_points`` (``Engine.pointwise_judge``)
-  → ``types.point_reply`` → ``ScoreResult`` (the vote mean).
+  → ``types.point_reply`` → ``ScoreResult`` (the vote mean);
+* rank: ``Rank`` → ``RankRequest`` (votes; the items in the listed order, which no order policy
+  changes) → ``rank_lists`` (``Engine.listwise_judge``) → ``types.rank_reply`` → ``RankResult``
+  (per item, the mean of the successful votes' scores).
 
 An ask's requests are laid out by its kind's ``expand`` (a list of indices into the wave's
 deduplicated batch of that kind) and read back in the same layout by its ``fold``; a result's
@@ -20,6 +23,7 @@ the ask's failed requests, for every kind. Adding a kind: ARCHITECTURE.md, "Add 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,11 +37,16 @@ from arenabench.types import (
     PairJudgment,
     PairRequest,
     PointRequest,
+    Rank,
+    RankJudgment,
+    RankRequest,
+    RankResult,
     Score,
     ScoreResult,
     Trajectory,
     pair_reply,
     point_reply,
+    rank_reply,
 )
 
 
@@ -60,8 +69,8 @@ class QuestionKind:
     validated reply to the JSON object the cache stores and back (``decode`` may raise; the
     cache validates what it returns with ``reply``)."""
 
-    name: str  # short tag: "pair", "point"
-    what: str  # "pairwise", "pointwise": in messages
+    name: str  # short tag: "pair", "point", "rank"
+    what: str  # "pairwise", "pointwise", "listwise": in messages
     ask: type
     request: type
     method: str  # the judge's batch method
@@ -252,7 +261,58 @@ POINT = QuestionKind(
 )
 
 
-KINDS: tuple[QuestionKind, ...] = (PAIR, POINT)  # the engine sends a wave's kinds in this order
+# --- rank: a Rank, its votes (samples ``sample`` … ``sample + votes − 1``), the listed order --
+
+
+def _expand_rank(ask: Rank, arena, prompt: str, pk: int, batch, g: int) -> list[int]:
+    trajs = tuple(arena[i] for i in ask.items)
+    keys = tuple(t.key for t in trajs)
+    s0 = ask.sample
+    return [batch.add((pk, keys, v), RankRequest(prompt, trajs, v), g) for v in range(s0, s0 + ask.votes)]
+
+
+def rank_result(ask: Rank, got: list) -> RankResult:
+    """A ranking's result: per item, the mean of the successful votes' scores (NaN scores and
+    ``failed`` if every vote failed); ``samples``: each successful vote's scores."""
+    ok = [rep.scores for rep in got if rep is not None]
+    if not ok:
+        return RankResult(ask.items, (math.nan,) * len(ask.items), failed=True, samples=[])
+    return RankResult(ask.items, tuple(mean(col) for col in zip(*ok, strict=True)), samples=ok)
+
+
+def _decode_rank(d: dict[str, Any]) -> RankJudgment:
+    scores = d["scores"]
+    if not isinstance(scores, list):
+        raise TypeError(f"stored scores are a {type(scores).__name__}, not a list")
+    return RankJudgment(tuple(float(x) for x in scores))
+
+
+RANK = QuestionKind(
+    name="rank",
+    what="listwise",
+    ask=Rank,
+    request=RankRequest,
+    method="rank_lists",
+    judge="listwise_judge",
+    comparisons=False,
+    expand=_expand_rank,
+    fold=lambda ask, refs, out: rank_result(ask, [out[i] for i in refs]),
+    reply=lambda x, req: rank_reply(x, len(req.trajs)),
+    lead=lambda r: r.trajs[0],
+    content=lambda r: f"rank|{r.prompt}|{len(r.trajs)}|" + "|".join(t.text for t in r.trajs) + f"|{r.sample}",
+    nan_reply=lambda req: RankJudgment((math.nan,) * len(req.trajs)),
+    # the shown texts as one JSON list (unambiguous whatever they contain); hashed with the rest
+    key_texts=lambda r, text: (
+        json.dumps([text(t) for t in r.trajs], ensure_ascii=False, separators=(",", ":")),
+        "",
+        "rank",
+    ),
+    encode=lambda j: {"scores": list(j.scores)},
+    decode=_decode_rank,
+)
+
+
+KINDS: tuple[QuestionKind, ...] = (PAIR, POINT, RANK)  # the engine sends a wave's kinds in this order
 BY_ASK: dict[type, QuestionKind] = {k.ask: k for k in KINDS}
 BY_REQUEST: dict[type, QuestionKind] = {k.request: k for k in KINDS}
 
@@ -281,4 +341,4 @@ def mean(xs: Sequence[float]) -> float:
     return float(np.mean(xs))
 
 
-__all__ = ["BY_ASK", "BY_REQUEST", "KINDS", "PAIR", "POINT", "QuestionKind", "kind_of_request"]
+__all__ = ["BY_ASK", "BY_REQUEST", "KINDS", "PAIR", "POINT", "RANK", "QuestionKind", "kind_of_request"]

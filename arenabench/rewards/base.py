@@ -20,12 +20,14 @@ from arenabench.types import (
     JudgeTraits,
     Match,
     MatchResult,
+    Rank,
+    RankResult,
     Score,
     ScoreResult,
 )
 
-Asks = list[Match | Score]  # one wave of requests from one group
-Replies = list[MatchResult | ScoreResult]  # their results, in the order asked
+Asks = list[Match | Score | Rank]  # one wave of requests from one group (``arenabench.kinds``)
+Replies = list[MatchResult | ScoreResult | RankResult]  # their results, in the order asked
 
 
 @dataclass
