@@ -234,13 +234,14 @@ def build_engine(
 @dataclass
 class GroupRun:
     """One group whose constructor is still playing: its ``play`` generator, the asks of the
-    wave in flight (in the order policy's slot orders), what the group has cost so far, and its
-    match results so far (for the step's judge diagnostics)."""
+    wave in flight (in the order policy's slot orders) and each one's question kind, what the
+    group has cost so far, and its match results so far (for the step's judge diagnostics)."""
 
     group: Group
     play: Play
     orienter: Orienter
     asks: Asks = field(default_factory=list)
+    kinds: list[QuestionKind] = field(default_factory=list)
     cost: Accounting = field(default_factory=Accounting)
     matches: list[MatchResult] = field(default_factory=list)
 
@@ -278,7 +279,8 @@ class StepRun:
         if not asks:
             raise RuntimeError(f"{self.constructor.name} yielded an empty wave; return instead")
         run.asks = run.orienter.orient(asks, run.cost.waves)
-        run.cost.comparisons += sum(_kind_of(a).comparisons for a in asks)
+        run.kinds = _kinds_of(asks)
+        run.cost.comparisons += sum(kind.comparisons for kind in run.kinds)
 
     def send_wave(self) -> None:
         """Send every playing group's asks (one batch per judge, plus retry batches) and hand
@@ -301,8 +303,8 @@ class StepRun:
         question kind (``kinds.KINDS``'s order)."""
         stats = self.stats
         batches = {kind: _Batch() for kind in KINDS}
-        # refs[g][k]: the kind and batch indices of group g's k-th ask's requests
-        refs = {g: _expand_wave(run.asks, run.group, g, batches) for g, run in self.playing.items()}
+        # refs[g][k]: the batch indices of group g's k-th ask's requests (in its kind's batch)
+        refs = {g: _expand_wave(run, g, batches) for g, run in self.playing.items()}
         outs, losts = {}, {}
         for kind, batch in batches.items():
             outs[kind], retried, losts[kind] = self._send(kind, batch.reqs)
@@ -400,7 +402,7 @@ class PipelinedStepRun(StepRun):
         while g in self.playing:
             run = self.playing[g]
             batches = {kind: _Batch() for kind in KINDS}
-            refs = _expand_wave(run.asks, run.group, g, batches)
+            refs = _expand_wave(run, g, batches)
             for batch in batches.values():
                 self.stats.requests += batch.asked
                 self.stats.dedup_hits += batch.asked - len(batch.reqs)
@@ -543,7 +545,7 @@ def _group_replies(run: GroupRun, refs: list, outs: dict, lost: dict | None = No
     requests."""
     replies: Replies = []
     failures = 0
-    for ask, (kind, r) in zip(run.asks, refs, strict=True):
+    for ask, kind, r in zip(run.asks, run.kinds, refs, strict=True):
         res = kind.fold(ask, r, outs[kind])
         if kind.comparisons:
             run.matches.append(res)
@@ -551,7 +553,7 @@ def _group_replies(run: GroupRun, refs: list, outs: dict, lost: dict | None = No
         failures += len(r) - len(res.samples)
     run.cost.failures += failures
     if lost is not None:
-        for kind, r in refs:
+        for kind, r in zip(run.kinds, refs, strict=True):
             run.cost.lost += sum(idx in lost[kind] for idx in r)
     return replies
 
@@ -576,20 +578,26 @@ class _Batch:
         return idx
 
 
-def _expand_wave(asks: Asks, group: Group, g: int, batches: dict) -> list[tuple[QuestionKind, list[int]]]:
-    """Add a group's asks' judge requests to the wave's batches (one per kind, ``KINDS``'s order),
-    in order: per ask, its kind and the batch indices of its requests in the kind's layout
+def _expand_wave(run: GroupRun, g: int, batches: dict) -> list[list[int]]:
+    """Add group ``run``'s asks' judge requests to the wave's batches (one per kind), in order:
+    per ask, the indices of its requests in its kind's batch, in the kind's layout
     (``kinds.QuestionKind.expand``)."""
+    group = run.group
     arena, pk, prompt = group.arena, group.key, group.prompt
-    return [(kind := _kind_of(ask), kind.expand(ask, arena, prompt, pk, batches[kind], g)) for ask in asks]
+    return [
+        kind.expand(ask, arena, prompt, pk, batches[kind], g)
+        for ask, kind in zip(run.asks, run.kinds, strict=True)
+    ]
 
 
-def _kind_of(ask) -> QuestionKind:
-    kind = BY_ASK.get(type(ask))
-    if kind is None:
+def _kinds_of(asks) -> list[QuestionKind]:
+    """Each ask's question kind; TypeError for anything that is no ask."""
+    try:
+        return [BY_ASK[type(a)] for a in asks]
+    except KeyError:
+        bad = next(a for a in asks if type(a) not in BY_ASK)
         names = " or ".join(k.ask.__name__ for k in KINDS)
-        raise TypeError(f"constructors yield {names}, got {type(ask).__name__}")
-    return kind
+        raise TypeError(f"constructors yield {names}, got {type(bad).__name__}") from None
 
 
 def _judge_method(engine: Engine, kind: QuestionKind):

@@ -235,9 +235,9 @@ def _expand_score(ask: Score, arena, prompt: str, pk: int, batch, g: int) -> lis
     return [batch.add((pk, t.key, v), PointRequest(prompt, t, v), g) for v in range(ask.votes)]
 
 
-def score_result(ask: Score, got: list) -> ScoreResult:
+def _fold_score(ask: Score, refs: list[int], out: Sequence) -> ScoreResult:
     """A score's result: the mean of its successful votes (NaN and ``failed`` if none)."""
-    ok = [float(x) for x in got if x is not None]
+    ok = [float(x) for x in (out[i] for i in refs) if x is not None]
     return ScoreResult(ask.i, mean(ok) if ok else math.nan, failed=not ok, samples=ok)
 
 
@@ -250,7 +250,7 @@ POINT = QuestionKind(
     judge="pointwise_judge",
     comparisons=False,
     expand=_expand_score,
-    fold=lambda ask, refs, out: score_result(ask, [out[i] for i in refs]),
+    fold=_fold_score,
     reply=lambda x, _req: point_reply(x),
     lead=None,
     content=lambda r: f"point|{r.prompt}|{r.traj.text}|{r.sample}",
@@ -271,10 +271,10 @@ def _expand_rank(ask: Rank, arena, prompt: str, pk: int, batch, g: int) -> list[
     return [batch.add((pk, keys, v), RankRequest(prompt, trajs, v), g) for v in range(s0, s0 + ask.votes)]
 
 
-def rank_result(ask: Rank, got: list) -> RankResult:
+def _fold_rank(ask: Rank, refs: list[int], out: Sequence) -> RankResult:
     """A ranking's result: per item, the mean of the successful votes' scores (NaN scores and
     ``failed`` if every vote failed); ``samples``: each successful vote's scores."""
-    ok = [rep.scores for rep in got if rep is not None]
+    ok = [rep.scores for rep in (out[i] for i in refs) if rep is not None]
     if not ok:
         return RankResult(ask.items, (math.nan,) * len(ask.items), failed=True, samples=[])
     return RankResult(ask.items, tuple(mean(col) for col in zip(*ok, strict=True)), samples=ok)
@@ -296,7 +296,7 @@ RANK = QuestionKind(
     judge="listwise_judge",
     comparisons=False,
     expand=_expand_rank,
-    fold=lambda ask, refs, out: rank_result(ask, [out[i] for i in refs]),
+    fold=_fold_rank,
     reply=lambda x, req: rank_reply(x, len(req.trajs)),
     lead=lambda r: r.trajs[0],
     content=lambda r: f"rank|{r.prompt}|{len(r.trajs)}|" + "|".join(t.text for t in r.trajs) + f"|{r.sample}",

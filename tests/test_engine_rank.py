@@ -17,7 +17,10 @@ from arenabench import Engine, judges
 from arenabench.judges.cache import CachedJudge, JudgmentCache
 from arenabench.judges.constant import ConstantJudge, FailingJudge
 from arenabench.judges.faults import FaultyJudge
+from arenabench.judges.latency import LatencyJudge, ServedJudge, Unbatched, run_virtual
+from arenabench.judges.stack import JudgeStack
 from arenabench.rewards.base import Constructor, Outcome
+from arenabench.sim import simulate_groups
 from arenabench.types import JudgeFailure, Match, Rank, RankJudgment, RankRequest, RankResult, Score
 
 
@@ -232,3 +235,40 @@ def test_a_bad_stored_ranking_is_a_counted_miss_asked_again(tmp_path):
         cached.cache.put(cached.key(req), bad)
         assert cached.rank_lists([req]) == [RankJudgment((1.0, 1.0, 1.0))]
     assert cached.bad_rows == 4 and cached.inner.rank_requests == 4
+
+
+MIXED = (
+    [Rank((0, 1, 2, 3), votes=2), Rank((5, 4)), Match(0, 5)],
+    [Rank((1, 3, 5)), Score(2, votes=2)],
+)
+
+
+def test_rank_asks_through_a_judge_stack_with_cache_and_faults(tmp_path):
+    groups = simulate_groups(3, 6, seed=2)
+    bare = Engine(judges.get("calibrated")).run(Asker(waves=MIXED), groups)
+    faults = {"rate": 0.3, "seed": 0, "kinds": ["malformed", "nan", "raise"]}
+    stack = JudgeStack(judges.get("calibrated"), cache=str(tmp_path / "c.sqlite"), faults=faults)
+    out = Engine(stack, max_retries=8).run(Asker(waves=MIXED), groups)
+    assert out.stats.failures == 0 and out.stats.retries > 0  # every fault retried away ...
+    for a, b in zip(bare.results, out.results, strict=True):  # ... to the bare judge's answers
+        assert repr(a.extra) == repr(b.extra)
+    first = stack.step_metrics()
+    assert first["cache_hits"] == 0 and first["judge_faults"] == stack.faulty.faulted > 0
+    again = Engine(stack).run(Asker(waves=MIXED), groups)  # every request now a cache hit
+    assert [repr(r.extra) for r in again.results] == [repr(r.extra) for r in bare.results]
+    # per group 4 rankings, 2 pair requests, 2 scores: 8 distinct requests, all hits, no new fault
+    assert stack.step_metrics()["cache_hits"] == 3 * 8 and stack.stats["faults"] == first["judge_faults"]
+
+
+def test_rank_asks_through_the_latency_wrappers_and_a_served_judge():
+    groups = simulate_groups(3, 6, seed=2)
+    bare = Engine(judges.get("calibrated")).run(Asker(waves=MIXED), groups)
+    want = [repr(r.extra) for r in bare.results]
+    for judge in (LatencyJudge(judges.get("calibrated")), Unbatched(judges.get("calibrated"))):
+        assert [repr(r.extra) for r in Engine(judge).run(Asker(waves=MIXED), groups).results] == want
+    served = ServedJudge(judges.get("calibrated"), slots=2)
+    engine = Engine(served)
+    assert engine.resolved_schedule == "pipelined" and hasattr(served, "arank_lists")
+    pipe, _ = run_virtual(engine.arun(Asker(waves=MIXED), groups))
+    assert [repr(r.extra) for r in pipe.results] == want
+    assert served.requests == 3 * 8 and served.max_running <= 2

@@ -64,6 +64,7 @@ from scipy.special import ndtr
 from arenabench import numerics as nx
 from arenabench.judges.accounting import JudgeAccounting
 from arenabench.judges.simulated import (
+    LISTWISE_GROWTH,
     ListwiseModel,
     _combine,
     _normals,
@@ -119,9 +120,9 @@ class OrdinalJudge(JudgeAccounting):
         quality_loc: float = 0.0,
         quality_scale: float = 1.0,
         listwise_noise: float | None = None,
-        listwise_noise_growth: float = 0.1,
+        listwise_noise_growth: float = LISTWISE_GROWTH,
         listwise_position_bias: float | None = None,
-        listwise_position_growth: float = 0.1,
+        listwise_position_growth: float = LISTWISE_GROWTH,
         seed: int = 0,
         provenance: dict | None = None,
         tokenizer: str | None = "tiny-bpe",
@@ -174,6 +175,8 @@ class OrdinalJudge(JudgeAccounting):
         self.quality_loc = float(quality_loc)
         self.quality_scale = float(quality_scale)
         self.seed = int(seed)
+        options = (listwise_noise, listwise_noise_growth, listwise_position_bias, listwise_position_growth)
+        self._listwise_set = options != (None, LISTWISE_GROWTH, None, LISTWISE_GROWTH)
         self.listwise = ListwiseModel(
             self.pair_noise * math.sqrt(3.0) / math.pi if listwise_noise is None else listwise_noise,
             listwise_noise_growth,
@@ -190,10 +193,12 @@ class OrdinalJudge(JudgeAccounting):
             f"pair_noise={self.pair_noise:.3g}, position_bias={self.position_bias:.3g}, "
             f"tie_margin={self.tie_margin:.3g}, rejudge_share={self.rejudge_share:.3g}"
             + (
-                f", persistent_sd={self.persistent_sd:.3g}, surface_beta={self.surface_beta:.3g})"
+                f", persistent_sd={self.persistent_sd:.3g}, surface_beta={self.surface_beta:.3g}"
                 if self.persistent_sd or self.surface_beta
-                else ")"
+                else ""
             )
+            # the listwise options when set (the repr is this judge's cache identity: stack.py)
+            + (f", listwise={self.listwise!r})" if self._listwise_set else ")")
         )
 
     # --- the model, on latent arrays (also what the fit simulates) -------------------------------

@@ -111,6 +111,9 @@ NOISE_MODELS = ("thurstone", "bradley_terry")
 COT_SLOPE = 55.0  # see the ``cot`` preset
 LENGTH_REF = 512.0
 _LIST_SALT = 0x7157  # listwise noise keys (``rank_lists``)
+# the listwise noise's and primacy bias's default relative growth per item beyond two (an
+# assumption: module docstring, "Listwise")
+LISTWISE_GROWTH = 0.1
 
 
 @dataclass(frozen=True)
@@ -199,10 +202,10 @@ class SimulatedJudgeConfig:
     # listwise (rank_lists; module docstring, "Listwise": assumptions, no listwise data calibrates
     # them). Gumbel scale of one call at k = 2; None: the pair judge's comparison noise
     listwise_noise: float | None = None
-    listwise_noise_growth: float = 0.1  # relative growth of that scale per item beyond 2
+    listwise_noise_growth: float = LISTWISE_GROWTH  # relative growth of that scale per item beyond 2
     # latent units added to slot 1 at k = 2 (falling linearly to 0 at slot k); None: position_bias
     listwise_position_bias: float | None = None
-    listwise_position_growth: float = 0.1  # relative growth of that bias per item beyond 2
+    listwise_position_growth: float = LISTWISE_GROWTH  # relative growth of that bias per item beyond 2
     seed: int = 0
 
     def __post_init__(self) -> None:

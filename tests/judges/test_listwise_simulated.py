@@ -14,6 +14,7 @@ from conftest import make_group
 from arenabench import judges
 from arenabench.judges.ordinal import OrdinalJudge
 from arenabench.judges.simulated import SimulatedJudge
+from arenabench.judges.stack import cache_identity
 from arenabench.types import PairRequest, RankJudgment, RankRequest
 
 DRAWS = 4000  # samples per share below: a share's standard error is at most 0.008
@@ -143,3 +144,11 @@ def test_listwise_options_are_checked():
         OrdinalJudge(listwise_position_bias=math.nan)
     assert SimulatedJudge("noiseless").listwise.scale(8) == 0.0
     assert SimulatedJudge("bradley_terry").listwise.noise == 0.1  # its pair noise: the same logistic
+
+
+def test_listwise_options_enter_a_judges_cache_identity():
+    """A simulated judge's identity is its whole config; the fitted judge's is its repr, which
+    names the listwise options only when set (so its pairwise cache keys are unchanged)."""
+    assert "listwise" not in repr(OrdinalJudge())
+    assert "listwise=ListwiseModel(noise=0.3," in repr(OrdinalJudge(listwise_noise=0.3))
+    assert "listwise_noise_growth" in cache_identity(SimulatedJudge("calibrated"))[0]
