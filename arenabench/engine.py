@@ -234,14 +234,15 @@ def build_engine(
 @dataclass
 class GroupRun:
     """One group whose constructor is still playing: its ``play`` generator, the asks of the
-    wave in flight (in the order policy's slot orders) and each one's question kind, what the
-    group has cost so far, and its match results so far (for the step's judge diagnostics)."""
+    wave in flight (in the order policy's slot orders) grouped by question kind (``parts``: each
+    kind with the positions of its asks, None for all of them), what the group has cost so far,
+    and its match results so far (for the step's judge diagnostics)."""
 
     group: Group
     play: Play
     orienter: Orienter
     asks: Asks = field(default_factory=list)
-    kinds: list[QuestionKind] = field(default_factory=list)
+    parts: list[tuple[QuestionKind, list[int] | None]] = field(default_factory=list)
     cost: Accounting = field(default_factory=Accounting)
     matches: list[MatchResult] = field(default_factory=list)
 
@@ -279,8 +280,10 @@ class StepRun:
         if not asks:
             raise RuntimeError(f"{self.constructor.name} yielded an empty wave; return instead")
         run.asks = run.orienter.orient(asks, run.cost.waves)
-        run.kinds = _kinds_of(asks)
-        run.cost.comparisons += sum(kind.comparisons for kind in run.kinds)
+        run.parts = _parts(asks)
+        run.cost.comparisons += sum(
+            len(asks) if pos is None else len(pos) for kind, pos in run.parts if kind.comparisons
+        )
 
     def send_wave(self) -> None:
         """Send every playing group's asks (one batch per judge, plus retry batches) and hand
@@ -540,21 +543,28 @@ _LOST = object()  # the pipelined schedule's reply to a request lost to an outag
 
 def _group_replies(run: GroupRun, refs: list, outs: dict, lost: dict | None = None) -> Replies:
     """Group ``run``'s replies to its asks from the wave's outputs per kind (``outs[kind]``: its
-    validated replies, None = failed), counting its failed requests (those a result has no
-    sample of) and, when the wave ``lost`` some (per kind, the batch indices), those of its
-    requests."""
-    replies: Replies = []
-    failures = 0
-    for ask, kind, r in zip(run.asks, run.kinds, refs, strict=True):
-        res = kind.fold(ask, r, outs[kind])
+    validated replies, None = failed; each kind's ``fold``), counting its failed requests (those
+    a result has no sample of) and, when the wave ``lost`` some (per kind, the batch indices),
+    those of its requests."""
+    asks = run.asks
+    if len(run.parts) == 1:  # one kind, the common case
+        kind = run.parts[0][0]
+        replies = kind.fold(asks, refs, outs[kind])
         if kind.comparisons:
-            run.matches.append(res)
-        replies.append(res)
-        failures += len(r) - len(res.samples)
-    run.cost.failures += failures
+            run.matches.extend(replies)
+    else:
+        replies = [None] * len(asks)
+        for kind, pos in run.parts:
+            results = kind.fold([asks[p] for p in pos], [refs[p] for p in pos], outs[kind])
+            for p, res in zip(pos, results, strict=True):
+                replies[p] = res
+            if kind.comparisons:
+                run.matches.extend(results)
+    run.cost.failures += sum(map(len, refs)) - sum(len(res.samples) for res in replies)
     if lost is not None:
-        for kind, r in zip(run.kinds, refs, strict=True):
-            run.cost.lost += sum(idx in lost[kind] for idx in r)
+        for kind, pos in run.parts:
+            for p in range(len(asks)) if pos is None else pos:
+                run.cost.lost += sum(idx in lost[kind] for idx in refs[p])
     return replies
 
 
@@ -581,23 +591,36 @@ class _Batch:
 def _expand_wave(run: GroupRun, g: int, batches: dict) -> list[list[int]]:
     """Add group ``run``'s asks' judge requests to the wave's batches (one per kind), in order:
     per ask, the indices of its requests in its kind's batch, in the kind's layout
-    (``kinds.QuestionKind.expand``)."""
-    group = run.group
+    (``kinds.QuestionKind.expand``, one call per kind)."""
+    group, asks = run.group, run.asks
     arena, pk, prompt = group.arena, group.key, group.prompt
-    return [
-        kind.expand(ask, arena, prompt, pk, batches[kind], g)
-        for ask, kind in zip(run.asks, run.kinds, strict=True)
-    ]
+    if len(run.parts) == 1:  # one kind, the common case
+        kind = run.parts[0][0]
+        return kind.expand(asks, arena, prompt, pk, batches[kind], g)
+    refs: list = [None] * len(asks)
+    for kind, pos in run.parts:
+        for p, r in zip(
+            pos, kind.expand([asks[p] for p in pos], arena, prompt, pk, batches[kind], g), strict=True
+        ):
+            refs[p] = r
+    return refs
 
 
-def _kinds_of(asks) -> list[QuestionKind]:
-    """Each ask's question kind; TypeError for anything that is no ask."""
+def _parts(asks) -> list[tuple[QuestionKind, list[int] | None]]:
+    """A wave's asks by question kind: ``[(kind, None)]`` when they are all of one kind, else each
+    kind with the positions of its asks; TypeError for anything that is no ask."""
     try:
-        return [BY_ASK[type(a)] for a in asks]
+        kinds = [BY_ASK[type(a)] for a in asks]
     except KeyError:
         bad = next(a for a in asks if type(a) not in BY_ASK)
         names = " or ".join(k.ask.__name__ for k in KINDS)
         raise TypeError(f"constructors yield {names}, got {type(bad).__name__}") from None
+    if kinds.count(kinds[0]) == len(kinds):
+        return [(kinds[0], None)]
+    parts: dict[QuestionKind, list[int]] = {}
+    for p, kind in enumerate(kinds):
+        parts.setdefault(kind, []).append(p)
+    return list(parts.items())
 
 
 def _judge_method(engine: Engine, kind: QuestionKind):

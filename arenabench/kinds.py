@@ -54,12 +54,14 @@ from arenabench.types import (
 class QuestionKind:
     """One kind of question a judge answers (module doc). Every function is pure.
 
-    ``expand(ask, arena, prompt, prompt_key, batch, g)``: add the ask's requests to ``batch``
-    (``batch.add(dedup_key, request, g) -> index``; a dedup key is a tuple of the prompt's key,
-    the shown trajectories' content keys and the sample) and return their indices in the kind's
-    layout. ``fold(ask, indices, out)``: the ask's result from the wave's validated replies
-    ``out`` of this kind (None: the request failed every attempt). ``reply(x, request)``:
-    ``(normalized reply, None)`` or ``(None, reason)``, the kind's one validation. ``lead``: the
+    ``expand(asks, arena, prompt, prompt_key, batch, g)``: add the requests of a group's asks of
+    this kind (in order) to ``batch`` (``batch.add(dedup_key, request, g) -> index``; a dedup key
+    is a tuple of the prompt's key, the shown trajectories' content keys and the sample) and
+    return, per ask, their indices in the kind's layout. ``fold(asks, indices, out)``: per ask,
+    its result from the wave's validated replies ``out`` of this kind (None: the request failed
+    every attempt). Both take a list of asks, so a wave costs one call per kind, not per ask.
+    ``reply(x, request)``: ``(normalized reply, None)`` or ``(None, reason)``, the kind's one
+    validation. ``lead``: the
     trajectory a request shows first after the query (a lockstep wave's requests of this kind
     are sent grouped by it, ``engine.prefix_order``), or None to send them as asked.
     ``content(request)``: its content as one string, without the attempt (fault and latency
@@ -76,8 +78,8 @@ class QuestionKind:
     method: str  # the judge's batch method
     judge: str  # the ``Engine`` attribute holding the judge that answers this kind
     comparisons: bool  # its results are pairwise comparisons (``Accounting.comparisons``, judge health)
-    expand: Callable[..., list[int]]
-    fold: Callable[[Any, list[int], Sequence], Any]
+    expand: Callable[..., list[list[int]]]
+    fold: Callable[[Sequence, list[list[int]], Sequence], list]
     reply: Callable[[Any, Any], tuple[Any, str | None]]
     lead: Callable[[Any], Trajectory] | None
     content: Callable[[Any], str]
@@ -103,31 +105,42 @@ def shown_orders(ask: Match) -> tuple[int, ...]:
     return (0, 1) if ask.first is None else (0,) if ask.first == ask.i else (1,)
 
 
-def _expand_match(ask: Match, arena, prompt: str, pk: int, batch, g: int) -> list[int]:
-    """Shown orders × votes, order-major (samples from ``ask.sample`` on)."""
-    ti, tj = arena[ask.i], arena[ask.j]
-    ki, kj = ti.key, tj.key
-    s0 = ask.sample
-    if ask.first is None and ask.votes == 1:  # the common case, unrolled: (i, j) then (j, i)
-        return [
-            batch.add((pk, ki, kj, s0), PairRequest(prompt, ti, tj, s0), g),
-            batch.add((pk, kj, ki, s0), PairRequest(prompt, tj, ti, s0), g),
-        ]
-    refs = []
-    for o in shown_orders(ask):
-        a, b, ka, kb = (ti, tj, ki, kj) if o == 0 else (tj, ti, kj, ki)
-        for v in range(s0, s0 + ask.votes):
-            refs.append(batch.add((pk, ka, kb, v), PairRequest(prompt, a, b, v), g))
-    return refs
+def _expand_matches(asks: Sequence[Match], arena, prompt: str, pk: int, batch, g: int) -> list[list[int]]:
+    """Per match, its shown orders × votes, order-major (samples from ``ask.sample`` on)."""
+    add = batch.add
+    out = []
+    for ask in asks:
+        ti, tj = arena[ask.i], arena[ask.j]
+        ki, kj = ti.key, tj.key
+        s0 = ask.sample
+        if ask.first is None and ask.votes == 1:  # the common case, unrolled: (i, j) then (j, i)
+            out.append(
+                [
+                    add((pk, ki, kj, s0), PairRequest(prompt, ti, tj, s0), g),
+                    add((pk, kj, ki, s0), PairRequest(prompt, tj, ti, s0), g),
+                ]
+            )
+            continue
+        refs = []
+        for o in shown_orders(ask):
+            a, b, ka, kb = (ti, tj, ki, kj) if o == 0 else (tj, ti, kj, ki)
+            for v in range(s0, s0 + ask.votes):
+                refs.append(add((pk, ka, kb, v), PairRequest(prompt, a, b, v), g))
+        out.append(refs)
+    return out
 
 
-def _fold_match(ask: Match, refs: list[int], out: Sequence) -> MatchResult:
-    if ask.first is None and ask.votes == 1:  # both orders, one vote each
-        fwd, rev = out[refs[0]], out[refs[1]]
-        if fwd is not None and rev is not None:  # the common case: no list of replies
-            return both_orders_one_vote(ask, fwd, rev)
-    orders = [o for o in shown_orders(ask) for _ in range(ask.votes)]
-    return any_match_result(ask, [(o, out[idx]) for o, idx in zip(orders, refs, strict=True)])
+def _fold_matches(asks: Sequence[Match], refs: list[list[int]], out: Sequence) -> list[MatchResult]:
+    results = []
+    for ask, r in zip(asks, refs, strict=True):
+        if ask.first is None and ask.votes == 1:  # both orders, one vote each
+            fwd, rev = out[r[0]], out[r[1]]
+            if fwd is not None and rev is not None:  # the common case: no list of replies
+                results.append(both_orders_one_vote(ask, fwd, rev))
+                continue
+        orders = [o for o in shown_orders(ask) for _ in range(ask.votes)]
+        results.append(any_match_result(ask, [(o, out[idx]) for o, idx in zip(orders, r, strict=True)]))
+    return results
 
 
 def any_match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
@@ -215,8 +228,8 @@ PAIR = QuestionKind(
     method="judge_pairs",
     judge="judge",
     comparisons=True,
-    expand=_expand_match,
-    fold=_fold_match,
+    expand=_expand_matches,
+    fold=_fold_matches,
     reply=lambda x, _req: pair_reply(x),
     lead=lambda r: r.a,
     content=lambda r: f"pair|{r.prompt}|{r.a.text}|{r.b.text}|{r.sample}",
@@ -230,15 +243,23 @@ PAIR = QuestionKind(
 # --- point: a Score, its votes (samples 0 … votes − 1) --------------------------------------
 
 
-def _expand_score(ask: Score, arena, prompt: str, pk: int, batch, g: int) -> list[int]:
-    t = arena[ask.i]
-    return [batch.add((pk, t.key, v), PointRequest(prompt, t, v), g) for v in range(ask.votes)]
+def _expand_scores(asks: Sequence[Score], arena, prompt: str, pk: int, batch, g: int) -> list[list[int]]:
+    add = batch.add
+    out = []
+    for ask in asks:
+        t = arena[ask.i]
+        key = t.key
+        out.append([add((pk, key, v), PointRequest(prompt, t, v), g) for v in range(ask.votes)])
+    return out
 
 
-def _fold_score(ask: Score, refs: list[int], out: Sequence) -> ScoreResult:
-    """A score's result: the mean of its successful votes (NaN and ``failed`` if none)."""
-    ok = [float(x) for x in (out[i] for i in refs) if x is not None]
-    return ScoreResult(ask.i, mean(ok) if ok else math.nan, failed=not ok, samples=ok)
+def _fold_scores(asks: Sequence[Score], refs: list[list[int]], out: Sequence) -> list[ScoreResult]:
+    """Per score, the mean of its successful votes (NaN and ``failed`` if none)."""
+    results = []
+    for ask, r in zip(asks, refs, strict=True):
+        ok = [float(x) for x in (out[i] for i in r) if x is not None]
+        results.append(ScoreResult(ask.i, mean(ok) if ok else math.nan, failed=not ok, samples=ok))
+    return results
 
 
 POINT = QuestionKind(
@@ -249,8 +270,8 @@ POINT = QuestionKind(
     method="score_points",
     judge="pointwise_judge",
     comparisons=False,
-    expand=_expand_score,
-    fold=_fold_score,
+    expand=_expand_scores,
+    fold=_fold_scores,
     reply=lambda x, _req: point_reply(x),
     lead=None,
     content=lambda r: f"point|{r.prompt}|{r.traj.text}|{r.sample}",
@@ -264,20 +285,30 @@ POINT = QuestionKind(
 # --- rank: a Rank, its votes (samples ``sample`` … ``sample + votes − 1``), the listed order --
 
 
-def _expand_rank(ask: Rank, arena, prompt: str, pk: int, batch, g: int) -> list[int]:
-    trajs = tuple(arena[i] for i in ask.items)
-    keys = tuple(t.key for t in trajs)
-    s0 = ask.sample
-    return [batch.add((pk, keys, v), RankRequest(prompt, trajs, v), g) for v in range(s0, s0 + ask.votes)]
+def _expand_ranks(asks: Sequence[Rank], arena, prompt: str, pk: int, batch, g: int) -> list[list[int]]:
+    add = batch.add
+    out = []
+    for ask in asks:
+        trajs = tuple(arena[i] for i in ask.items)
+        keys = tuple(t.key for t in trajs)
+        s0 = ask.sample
+        out.append([add((pk, keys, v), RankRequest(prompt, trajs, v), g) for v in range(s0, s0 + ask.votes)])
+    return out
 
 
-def _fold_rank(ask: Rank, refs: list[int], out: Sequence) -> RankResult:
-    """A ranking's result: per item, the mean of the successful votes' scores (NaN scores and
-    ``failed`` if every vote failed); ``samples``: each successful vote's scores."""
-    ok = [rep.scores for rep in (out[i] for i in refs) if rep is not None]
-    if not ok:
-        return RankResult(ask.items, (math.nan,) * len(ask.items), failed=True, samples=[])
-    return RankResult(ask.items, tuple(mean(col) for col in zip(*ok, strict=True)), samples=ok)
+def _fold_ranks(asks: Sequence[Rank], refs: list[list[int]], out: Sequence) -> list[RankResult]:
+    """Per ranking, each item's mean over the successful votes' scores (NaN scores and ``failed``
+    if every vote failed); ``samples``: each successful vote's scores."""
+    results = []
+    for ask, r in zip(asks, refs, strict=True):
+        ok = [rep.scores for rep in (out[i] for i in r) if rep is not None]
+        if ok:
+            results.append(
+                RankResult(ask.items, tuple(mean(col) for col in zip(*ok, strict=True)), samples=ok)
+            )
+        else:
+            results.append(RankResult(ask.items, (math.nan,) * len(ask.items), failed=True, samples=[]))
+    return results
 
 
 def _decode_rank(d: dict[str, Any]) -> RankJudgment:
@@ -295,8 +326,8 @@ RANK = QuestionKind(
     method="rank_lists",
     judge="listwise_judge",
     comparisons=False,
-    expand=_expand_rank,
-    fold=_fold_rank,
+    expand=_expand_ranks,
+    fold=_fold_ranks,
     reply=lambda x, req: rank_reply(x, len(req.trajs)),
     lead=lambda r: r.trajs[0],
     content=lambda r: f"rank|{r.prompt}|{len(r.trajs)}|" + "|".join(t.text for t in r.trajs) + f"|{r.sample}",

@@ -40,7 +40,8 @@ def _reply(rng):
 def _fold(ask, got):
     """The engine's fold of a match (``kinds.PAIR.fold``) over ``got``'s replies, laid out as its
     expansion lays them out (shown orders × votes, order-major: ``got``'s orders)."""
-    return PAIR.fold(ask, list(range(len(got))), [rep for _, rep in got])
+    (res,) = PAIR.fold([ask], [list(range(len(got)))], [rep for _, rep in got])
+    return res
 
 
 def test_one_vote_both_orders_fast_path_matches_the_general_result():
