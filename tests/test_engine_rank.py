@@ -272,3 +272,18 @@ def test_rank_asks_through_the_latency_wrappers_and_a_served_judge():
     pipe, _ = run_virtual(engine.arun(Asker(waves=MIXED), groups))
     assert [repr(r.extra) for r in pipe.results] == want
     assert served.requests == 3 * 8 and served.max_running <= 2
+
+
+@pytest.mark.parametrize("order", ["prefix", "asked"])
+def test_a_lockstep_rank_batch_is_sent_grouped_by_its_first_item(order):
+    """Listwise requests share a prompt prefix up to their first item, as pairwise ones do up to
+    A: ``request_order="prefix"`` sends them grouped by it (replies still land where asked)."""
+    judge = TableLists({})
+    asks = [Rank((1, 0)), Rank((0, 1)), Rank((1, 2)), Rank((2, 0)), Rank((0, 2))]
+    out = run(judge, [asks], request_order=order)
+    sent = ["".join(t.text for t in r.trajs) for r in judge.batches[0]]
+    if order == "prefix":
+        assert sent == ["ba", "bc", "ab", "ac", "ca"]
+    else:
+        assert sent == ["ba", "ab", "bc", "ca", "ac"]
+    assert [r.items for r in replies(out)] == [a.items for a in asks]
