@@ -131,6 +131,8 @@ def _expand_matches(asks: Sequence[Match], arena, prompt: str, pk: int, batch, g
 
 
 def _fold_matches(asks: Sequence[Match], refs: list[list[int]], out: Sequence) -> list[MatchResult]:
+    """Per match, its orders × votes folded into a ``MatchResult`` (:func:`any_match_result`, or
+    :func:`both_orders_one_vote` for the common case)."""
     results = []
     for ask, r in zip(asks, refs, strict=True):
         if ask.first is None and ask.votes == 1:  # both orders, one vote each
