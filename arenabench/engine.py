@@ -1,14 +1,19 @@
 """The engine: drives every group's constructor in lockstep, one judge batch per wave.
 
-A constructor's ``play`` is a generator that yields a list of :class:`Match` /
-:class:`Score` requests and receives their results, so a topology reads like its paper's
-algorithm. The engine collects the requests of *all* groups of a step into one wave,
-expands each match into both orders × votes (or into the one order the constructor's order
-policy shows: ``arenabench/order.py``), drops duplicate requests, sends one batch
-per judge, retries failures (extra batches, not extra waves), and hands results back.
-Each reply is validated and normalized once, as it arrives (``types.pair_reply`` /
-``types.point_reply``): a score of any real number type (numpy's scalars included) becomes a
-``float``; NaN, ±inf, a bool, a string or None is a failure with its reason, retried like any other.
+A constructor's ``play`` is a generator that yields a list of asks (:class:`Match`,
+:class:`Score`, :class:`Rank`) and receives their results, so a topology reads like its paper's
+algorithm. The engine collects the asks of *all* groups of a step into one wave,
+expands each into judge requests (a match into both orders × votes, or into the one order the
+constructor's order policy shows: ``arenabench/order.py``; a score or a ranking into its
+votes), drops
+duplicate requests, sends one batch per judge and question kind, retries failures (extra
+batches, not extra waves), and hands results back. What differs between kinds (the request,
+the judge method, the validation, the fold into a result) is the kind's record
+(``arenabench/kinds.py``); the code here loops over ``kinds.KINDS``.
+Each reply is validated and normalized once, as it arrives (the kind's ``reply``:
+``types.pair_reply`` / ``point_reply`` / ``rank_reply``): a score of any real number type (numpy's
+scalars included) becomes a ``float``; NaN, ±inf, a bool, a string or None is a failure with
+its reason, retried like any other.
 Failures that survive the retry budget are counted per group and flagged, never turned
 silently into a tie; each constructor states how it treats a failed match. A request the judge
 gave up on after its outage deadline (reason ``outage: ...``, a served judge that stayed away:
@@ -28,7 +33,7 @@ Two schedules (``Engine(schedule=...)``):
   for the simulated judges.
 * ``"pipelined"`` — :class:`PipelinedStepRun`: every group advances on its own under asyncio;
   its next wave goes out as soon as its previous one is answered. Requests go to the judge one
-  at a time (``ajudge_pairs([req])`` / ``ascore_points([req])`` when the judge has them, else
+  at a time (the kind's coroutine, e.g. ``ajudge_pairs([req])``, when the judge has it, else
   its sync method in a worker thread), at most ``max_inflight`` in flight across all groups (a
   shared limit; a free slot goes to the group furthest behind, :class:`_Slots`). The mode for a
   served judge with continuous batching (:class:`OpenAIJudge`),
@@ -58,7 +63,6 @@ import contextlib
 import dataclasses
 import heapq
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -68,6 +72,7 @@ import numpy as np
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, check_failed_share
 from arenabench.asyncrun import run_coroutine
 from arenabench.diagnostics import ComparisonHealth, comparison_health
+from arenabench.kinds import BY_ASK, KINDS, QuestionKind
 from arenabench.order import Orienter
 from arenabench.types import (
     OUTAGE,
@@ -76,15 +81,7 @@ from arenabench.types import (
     Group,
     JudgeFailure,
     JudgeTraits,
-    Match,
     MatchResult,
-    PairJudgment,
-    PairRequest,
-    PointRequest,
-    Score,
-    ScoreResult,
-    pair_reply,
-    point_reply,
 )
 
 if TYPE_CHECKING:
@@ -117,18 +114,21 @@ class StepResult:
 
 
 SCHEDULES = ("lockstep", "pipelined", "auto")
-# the order a lockstep wave's pairwise requests are handed to the judge (``prefix_order``)
+# the order a lockstep wave's requests of a kind with a ``lead`` (pairwise, listwise) are handed
+# to the judge (``prefix_order``)
 REQUEST_ORDERS = ("asked", "prefix")
 DEFAULT_MAX_INFLIGHT = 64  # pipelined: requests in flight when neither the engine nor the judge says
 
 
 class Engine:
-    """Runs a constructor over a step's groups against a pairwise and/or pointwise judge.
+    """Runs a constructor over a step's groups against its judges: ``judge`` answers pairwise
+    questions, ``pointwise_judge`` pointwise and ``listwise_judge`` listwise ones (each of the two
+    defaults to ``judge``; ``arenabench.kinds``: a kind's ``judge`` names its attribute here).
 
     ``schedule``: ``"lockstep"``, ``"pipelined"`` or ``"auto"`` (see the module doc);
     ``max_inflight``: the pipelined schedule's limit on requests in flight across all groups
     (default: the judge's ``max_concurrency`` if it has one, else 64); ``request_order``: the
-    order of a lockstep batch's pairwise requests, ``"prefix"`` (default,
+    order of a lockstep batch's pairwise and listwise requests, ``"prefix"`` (default,
     :func:`prefix_order`) or ``"asked"`` (groups, then asks, as the constructors asked). Only
     what a prefix cache serves can depend on it, never a reply's meaning. Measured on vLLM
     (``results/bench/prefix_reuse.md``): the same cached tokens with an unbounded cache (vLLM
@@ -140,6 +140,7 @@ class Engine:
         self,
         judge=None,
         pointwise_judge=None,
+        listwise_judge=None,
         *,
         max_retries: int = 2,
         seed: int = 0,
@@ -160,6 +161,7 @@ class Engine:
         self.request_order = request_order
         self.judge = judge
         self.pointwise_judge = pointwise_judge if pointwise_judge is not None else judge
+        self.listwise_judge = listwise_judge if listwise_judge is not None else judge
         self.max_retries = max_retries
         self.seed = seed
         self.schedule = schedule
@@ -170,10 +172,14 @@ class Engine:
         """``"lockstep"`` or ``"pipelined"``: ``auto`` resolved against the judges."""
         if self.schedule != "auto":
             return self.schedule
-        held = [j for j in (self.judge, self.pointwise_judge) if j is not None]
+        held = [j for j in self.judges() if j is not None]
         return (
             "pipelined" if held and all(getattr(j, "prefers_pipelined", False) for j in held) else "lockstep"
         )
+
+    def judges(self) -> list:
+        """The judge of each question kind (``kinds.KINDS``'s order; None where there is none)."""
+        return [getattr(self, kind.judge) for kind in KINDS]
 
     @property
     def inflight_limit(self) -> int:
@@ -228,13 +234,15 @@ def build_engine(
 @dataclass
 class GroupRun:
     """One group whose constructor is still playing: its ``play`` generator, the asks of the
-    wave in flight (in the order policy's slot orders), what the group has cost so far, and its
-    match results so far (for the step's judge diagnostics)."""
+    wave in flight (in the order policy's slot orders) grouped by question kind (``parts``: each
+    kind with the positions of its asks, None for all of them), what the group has cost so far,
+    and its match results so far (for the step's judge diagnostics)."""
 
     group: Group
     play: Play
     orienter: Orienter
     asks: Asks = field(default_factory=list)
+    parts: list[tuple[QuestionKind, list[int] | None]] = field(default_factory=list)
     cost: Accounting = field(default_factory=Accounting)
     matches: list[MatchResult] = field(default_factory=list)
 
@@ -272,7 +280,10 @@ class StepRun:
         if not asks:
             raise RuntimeError(f"{self.constructor.name} yielded an empty wave; return instead")
         run.asks = run.orienter.orient(asks, run.cost.waves)
-        run.cost.comparisons += sum(isinstance(a, Match) for a in asks)
+        run.parts = _parts(asks)
+        run.cost.comparisons += sum(
+            len(asks) if pos is None else len(pos) for kind, pos in run.parts if kind.comparisons
+        )
 
     def send_wave(self) -> None:
         """Send every playing group's asks (one batch per judge, plus retry batches) and hand
@@ -291,59 +302,56 @@ class StepRun:
     # -- one wave ------------------------------------------------------------------------
 
     def _judge(self) -> dict[int, Replies]:
-        """Every playing group's replies to its asks, from one deduplicated batch per judge."""
+        """Every playing group's replies to its asks, from one deduplicated batch per judge and
+        question kind (``kinds.KINDS``'s order)."""
         stats = self.stats
-        pairs, points = _Batch(), _Batch()
-        # refs[g][k]: the unique requests behind group g's k-th ask
-        refs = {g: _expand_wave(run.asks, run.group, g, pairs, points) for g, run in self.playing.items()}
-        pair_out, pair_retried, pair_lost = self._send(
-            self.engine.judge, "judge_pairs", pairs.reqs, pair_reply, "pairwise"
-        )
-        point_out, point_retried, point_lost = self._send(
-            self.engine.pointwise_judge, "score_points", points.reqs, point_reply, "pointwise"
-        )
-        lost = (pair_lost, point_lost) if pair_lost or point_lost else None
-        stats.requests += pairs.asked + points.asked
-        stats.dedup_hits += pairs.asked - len(pairs.reqs) + points.asked - len(points.reqs)
-        stats.judge_calls += len(pairs.reqs) + len(points.reqs)
-        for batch, retried in ((pairs, pair_retried), (points, point_retried)):
+        batches = {kind: _Batch() for kind in KINDS}
+        # refs[g][k]: the batch indices of group g's k-th ask's requests (in its kind's batch)
+        refs = {g: _expand_wave(run, g, batches) for g, run in self.playing.items()}
+        outs, losts = {}, {}
+        for kind, batch in batches.items():
+            outs[kind], retried, losts[kind] = self._send(kind, batch.reqs)
+            stats.requests += batch.asked
+            stats.dedup_hits += batch.asked - len(batch.reqs)
+            stats.judge_calls += len(batch.reqs)
             for g in batch.owner:  # a shared request (and its retries) is paid by its first asker
                 self.playing[g].cost.judge_calls += 1
             for idx, n in retried.items():
                 cost = self.playing[batch.owner[idx]].cost
                 cost.retries += n
                 cost.judge_calls += n
+        lost = losts if any(losts.values()) else None
+        return {g: _group_replies(run, refs[g], outs, lost) for g, run in self.playing.items()}
 
-        return {g: _group_replies(run, refs[g], pair_out, point_out, lost) for g, run in self.playing.items()}
-
-    def _send(self, judge, method: str, reqs: list, normalize, kind: str) -> tuple[list, dict[int, int], set]:
-        """One batch, then retry batches for failures; returns (outputs or None, retries per
-        index, the indices lost to an outage: failed and not re-asked). Each reply is validated
-        and normalized by ``normalize`` (:func:`~arenabench.types.pair_reply` or
-        :func:`~arenabench.types.point_reply`): what a constructor receives is made of floats."""
+    def _send(self, kind: QuestionKind, reqs: list) -> tuple[list, dict[int, int], set]:
+        """One batch of ``kind``'s requests to its judge, then retry batches for failures; returns
+        (outputs or None, retries per index, the indices lost to an outage: failed and not
+        re-asked). Each reply is validated and normalized by the kind's ``reply``
+        (:func:`~arenabench.types.pair_reply`, ``point_reply``, ``rank_reply``): what a
+        constructor receives is made of floats."""
         max_retries, stats = self.engine.max_retries, self.stats
         out: list = [None] * len(reqs)
         retried: dict[int, int] = {}
         lost: set[int] = set()
         if not reqs:
             return out, retried, lost
-        if judge is None:
-            raise ValueError(f"this constructor needs a {kind} judge, but the engine has none")
+        method = _judge_method(self.engine, kind)
+        normalize = kind.reply
         todo = list(range(len(reqs)))
-        if self.engine.request_order == "prefix" and kind == "pairwise":
-            todo = prefix_order(reqs)  # replies still land at their own index: only the order sent
+        if self.engine.request_order == "prefix" and kind.lead is not None:
+            todo = prefix_order(reqs, kind.lead)  # replies still land at their own index: only the order sent
         for attempt in range(max_retries + 1):
             batch = [reqs[i] if attempt == 0 else _with_attempt(reqs[i], attempt) for i in todo]
             stats.judge_batches += 1
             try:
-                replies = list(getattr(judge, method)(batch))
+                replies = list(method(batch))
                 if len(replies) != len(batch):
                     raise RuntimeError(f"judge returned {len(replies)} replies for {len(batch)} requests")
             except Exception as exc:  # a whole-batch error fails every request in it
                 replies = [JudgeFailure(f"{type(exc).__name__}: {exc}")] * len(batch)
             failed = []
-            for i, rep in zip(todo, replies, strict=True):
-                rep, why = normalize(rep)
+            for i, req, rep in zip(todo, batch, replies, strict=True):
+                rep, why = normalize(rep, req)
                 if why is None:
                     out[i] = rep
                 elif why.startswith(OUTAGE):  # the judge waited out its deadline: final
@@ -385,7 +393,7 @@ class PipelinedStepRun(StepRun):
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
-            for judge in {id(j): j for j in (self.engine.judge, self.engine.pointwise_judge)}.values():
+            for judge in {id(j): j for j in self.engine.judges()}.values():
                 aclose = getattr(judge, "aclose", None)
                 if aclose is not None:
                     await aclose()
@@ -396,35 +404,36 @@ class PipelinedStepRun(StepRun):
         """Group ``g``'s waves, each sent as soon as the previous one is answered."""
         while g in self.playing:
             run = self.playing[g]
-            pairs, points = _Batch(), _Batch()
-            refs = _expand_wave(run.asks, run.group, g, pairs, points)
-            self.stats.requests += pairs.asked + points.asked
-            self.stats.dedup_hits += pairs.asked - len(pairs.reqs) + points.asked - len(points.reqs)
-            pair_keys, point_keys = list(pairs.index), list(points.index)  # in index order
-            pair_out, point_out = await asyncio.gather(
-                asyncio.gather(
-                    *(self._request("pair", k, r, run) for k, r in zip(pair_keys, pairs.reqs, strict=True))
-                ),
-                asyncio.gather(
-                    *(self._request("point", k, r, run) for k, r in zip(point_keys, points.reqs, strict=True))
-                ),
-            )
-            lost = None
-            if any(o is _LOST for o in pair_out) or any(o is _LOST for o in point_out):
-                lost = (
-                    {i for i, o in enumerate(pair_out) if o is _LOST},
-                    {i for i, o in enumerate(point_out) if o is _LOST},
+            batches = {kind: _Batch() for kind in KINDS}
+            refs = _expand_wave(run, g, batches)
+            for batch in batches.values():
+                self.stats.requests += batch.asked
+                self.stats.dedup_hits += batch.asked - len(batch.reqs)
+            answered = await asyncio.gather(
+                *(
+                    asyncio.gather(
+                        # keys in index order
+                        *(
+                            self._request(kind, k, r, run)
+                            for k, r in zip(batch.index, batch.reqs, strict=True)
+                        )
+                    )
+                    for kind, batch in batches.items()
                 )
-                pair_out = [None if o is _LOST else o for o in pair_out]
-                point_out = [None if o is _LOST else o for o in point_out]
+            )
+            outs = dict(zip(batches, answered, strict=True))
+            lost = None
+            if any(o is _LOST for out in answered for o in out):
+                lost = {kind: {i for i, o in enumerate(out) if o is _LOST} for kind, out in outs.items()}
+                outs = {kind: [None if o is _LOST else o for o in out] for kind, out in outs.items()}
             run.cost.waves += 1
             self._waves[g] = run.cost.waves
-            self.advance(g, _group_replies(run, refs, pair_out, point_out, lost))
+            self.advance(g, _group_replies(run, refs, outs, lost))
 
-    async def _request(self, kind: str, key: tuple, req, run: GroupRun):
+    async def _request(self, kind: QuestionKind, key: tuple, req, run: GroupRun):
         """The reply to one unique request (None if it failed every attempt); shared with an
         identical request in flight, else sent (and paid) by ``run``'s group."""
-        full = (kind, key)
+        full = (kind.name, key)
         shared = self._inflight.get(full)
         if shared is not None:
             self.stats.dedup_hits += 1
@@ -442,14 +451,13 @@ class PipelinedStepRun(StepRun):
         fut.set_result(out)
         return out
 
-    async def _attempts(self, kind: str, req, cost: Accounting):
+    async def _attempts(self, kind: QuestionKind, req, cost: Accounting):
         stats, max_retries = self.stats, self.engine.max_retries
-        normalize = pair_reply if kind == "pair" else point_reply
         stats.judge_calls += 1
         cost.judge_calls += 1
         for attempt in range(max_retries + 1):
             sent = req if attempt == 0 else _with_attempt(req, attempt)
-            rep, why = normalize(await self._call(kind, sent, cost))
+            rep, why = kind.reply(await self._call(kind, sent, cost), sent)
             if why is None:
                 return rep
             if why.startswith(OUTAGE):  # the judge waited out its deadline: final, lost
@@ -467,25 +475,21 @@ class PipelinedStepRun(StepRun):
             cost.judge_calls += 1
         return None  # unreachable
 
-    async def _call(self, kind: str, req, cost: Accounting):
+    async def _call(self, kind: QuestionKind, req, cost: Accounting):
         """One request to the judge, under the shared in-flight limit; an exception is a failure."""
-        if kind == "pair":
-            judge, method, what = self.engine.judge, "judge_pairs", "pairwise"
-        else:
-            judge, method, what = self.engine.pointwise_judge, "score_points", "pointwise"
-        if judge is None:
-            raise ValueError(f"this constructor needs a {what} judge, but the engine has none")
+        judge = getattr(self.engine, kind.judge)
+        method = _judge_method(self.engine, kind)
         async with self._slots.slot(cost.waves):
             self.stats.judge_batches += 1
             try:
-                amethod = getattr(judge, "a" + method, None)
+                amethod = getattr(judge, kind.amethod, None)
                 if amethod is not None:
                     replies = list(await amethod([req]))
                 else:  # a sync judge: one worker thread, so the loop keeps serving other groups
                     if self._executor is None:
                         self._executor = concurrent.futures.ThreadPoolExecutor(1, "arenabench-judge")
                     loop = asyncio.get_running_loop()
-                    replies = list(await loop.run_in_executor(self._executor, getattr(judge, method), [req]))
+                    replies = list(await loop.run_in_executor(self._executor, method, [req]))
                 if len(replies) != 1:
                     raise RuntimeError(f"judge returned {len(replies)} replies for 1 request")
             except Exception as exc:  # as in lockstep: an error fails the request, the engine retries
@@ -537,39 +541,30 @@ class _Slots:
 _LOST = object()  # the pipelined schedule's reply to a request lost to an outage (then None)
 
 
-def _group_replies(
-    run: GroupRun, refs: list, pair_out: Sequence, point_out: Sequence, lost: tuple[set, set] | None = None
-) -> Replies:
-    """Group ``run``'s replies to its asks from the wave's outputs (None = failed), counting
-    its failed requests (those a result has no sample of) and, when the wave ``lost`` some
-    (pair and point indices), those of its requests."""
-    replies: Replies = []
-    failures = 0
-    for ask, r in zip(run.asks, refs, strict=True):
-        if isinstance(ask, Match):
-            if len(r) == 2 and ask.votes == 1 and ask.first is None:  # both orders, one vote each
-                fwd, rev = pair_out[r[0][1]], pair_out[r[1][1]]  # (i, j) then (j, i): _expand_wave
-                if fwd is not None and rev is not None:  # the common case: no list of replies
-                    res = _both_orders_one_vote(ask, fwd, rev)
-                    run.matches.append(res)
-                    replies.append(res)
-                    continue
-            got = [(order, pair_out[idx]) for order, idx in r]
-            res = _match_result(ask, got)
-            run.matches.append(res)
-        else:
-            got = [point_out[idx] for idx in r]
-            res = _score_result(ask, got)
-        replies.append(res)
-        failures += len(got) - len(res.samples)
-    run.cost.failures += failures
+def _group_replies(run: GroupRun, refs: list, outs: dict, lost: dict | None = None) -> Replies:
+    """Group ``run``'s replies to its asks from the wave's outputs per kind (``outs[kind]``: its
+    validated replies, None = failed; each kind's ``fold``), counting its failed requests (those
+    a result has no sample of) and, when the wave ``lost`` some (per kind, the batch indices),
+    those of its requests."""
+    asks = run.asks
+    if len(run.parts) == 1:  # one kind, the common case
+        kind = run.parts[0][0]
+        replies = kind.fold(asks, refs, outs[kind])
+        if kind.comparisons:
+            run.matches.extend(replies)
+    else:
+        replies = [None] * len(asks)
+        for kind, pos in run.parts:
+            results = kind.fold([asks[p] for p in pos], [refs[p] for p in pos], outs[kind])
+            for p, res in zip(pos, results, strict=True):
+                replies[p] = res
+            if kind.comparisons:
+                run.matches.extend(results)
+    run.cost.failures += sum(map(len, refs)) - sum(len(res.samples) for res in replies)
     if lost is not None:
-        pair_lost, point_lost = lost
-        for ask, r in zip(run.asks, refs, strict=True):
-            if isinstance(ask, Match):
-                run.cost.lost += sum(idx in pair_lost for _, idx in r)
-            else:
-                run.cost.lost += sum(idx in point_lost for idx in r)
+        for kind, pos in run.parts:
+            for p in range(len(asks)) if pos is None else pos:
+                run.cost.lost += sum(idx in lost[kind] for idx in refs[p])
     return replies
 
 
@@ -593,155 +588,68 @@ class _Batch:
         return idx
 
 
-def _expand_wave(asks: Asks, group: Group, g: int, pairs: _Batch, points: _Batch) -> list[list]:
-    """Add a group's asks' judge requests to the wave's batches, in order: per ask, a match is its
-    shown orders × votes (``(order, index)`` per request; samples from ``Match.sample`` on), a
-    score is its votes (an index each)."""
-    trajs, pk, prompt = group.arena, group.key, group.prompt
-    out = []
-    for ask in asks:
-        if isinstance(ask, Match):
-            ti, tj = trajs[ask.i], trajs[ask.j]
-            ki, kj = ti.key, tj.key
-            s0 = ask.sample
-            if ask.first is None and ask.votes == 1:  # the common case, unrolled: (i, j) then (j, i)
-                out.append(
-                    [
-                        (0, pairs.add((pk, ki, kj, s0), PairRequest(prompt, ti, tj, s0), g)),
-                        (1, pairs.add((pk, kj, ki, s0), PairRequest(prompt, tj, ti, s0), g)),
-                    ]
-                )
-                continue
-            refs = []
-            for o in _shown(ask):
-                a, b, ka, kb = (ti, tj, ki, kj) if o == 0 else (tj, ti, kj, ki)
-                for v in range(s0, s0 + ask.votes):
-                    refs.append((o, pairs.add((pk, ka, kb, v), PairRequest(prompt, a, b, v), g)))
-            out.append(refs)
-        elif isinstance(ask, Score):
-            t = trajs[ask.i]
-            out.append([points.add((pk, t.key, v), PointRequest(prompt, t, v), g) for v in range(ask.votes)])
-        else:
-            raise TypeError(f"constructors yield Match or Score, got {type(ask).__name__}")
-    return out
+def _expand_wave(run: GroupRun, g: int, batches: dict) -> list[list[int]]:
+    """Add group ``run``'s asks' judge requests to the wave's batches (one per kind), in order:
+    per ask, the indices of its requests in its kind's batch, in the kind's layout
+    (``kinds.QuestionKind.expand``, one call per kind)."""
+    group, asks = run.group, run.asks
+    arena, pk, prompt = group.arena, group.key, group.prompt
+    if len(run.parts) == 1:  # one kind, the common case
+        kind = run.parts[0][0]
+        return kind.expand(asks, arena, prompt, pk, batches[kind], g)
+    refs: list = [None] * len(asks)
+    for kind, pos in run.parts:
+        for p, r in zip(
+            pos, kind.expand([asks[p] for p in pos], arena, prompt, pk, batches[kind], g), strict=True
+        ):
+            refs[p] = r
+    return refs
 
 
-def prefix_order(reqs: Sequence[PairRequest]) -> list[int]:
-    """Indices of ``reqs`` with requests sharing a prompt prefix adjacent: by query, then by
-    trajectory A (the prompt puts system + query + A first: ``judges/prompts.py``), each in
-    order of first appearance; stable, so the asked order holds within a run of equal prefixes."""
+def _parts(asks) -> list[tuple[QuestionKind, list[int] | None]]:
+    """A wave's asks by question kind: ``[(kind, None)]`` when they are all of one kind, else each
+    kind with the positions of its asks; TypeError for anything that is no ask."""
+    try:
+        kinds = [BY_ASK[type(a)] for a in asks]
+    except KeyError:
+        bad = next(a for a in asks if type(a) not in BY_ASK)
+        names = " or ".join(k.ask.__name__ for k in KINDS)
+        raise TypeError(f"constructors yield {names}, got {type(bad).__name__}") from None
+    if kinds.count(kinds[0]) == len(kinds):
+        return [(kinds[0], None)]
+    parts: dict[QuestionKind, list[int]] = {}
+    for p, kind in enumerate(kinds):
+        parts.setdefault(kind, []).append(p)
+    return list(parts.items())
+
+
+def _judge_method(engine: Engine, kind: QuestionKind):
+    """The engine's judge's batch method for ``kind``; ValueError when there is no such judge or
+    it cannot answer the kind (a loud error, not a wave of counted failures)."""
+    judge = getattr(engine, kind.judge)
+    if judge is None:
+        raise ValueError(f"this constructor needs a {kind.what} judge, but the engine has none")
+    method = getattr(judge, kind.method, None)
+    if method is None:
+        raise ValueError(
+            f"this constructor asks {kind.what} questions, but the engine's {kind.judge} "
+            f"{type(judge).__name__} has no {kind.method}"
+        )
+    return method
+
+
+def prefix_order(reqs: Sequence, lead=lambda r: r.a) -> list[int]:
+    """Indices of ``reqs`` with requests sharing a prompt prefix adjacent: by query, then by the
+    trajectory shown first (``lead``; a pairwise prompt puts system + query + A first:
+    ``judges/prompts.py``), each in order of first appearance; stable, so the asked order holds
+    within a run of equal prefixes."""
     queries: dict[str, int] = {}
     firsts: dict[tuple[str, int], int] = {}
     keys = []
     for r in reqs:
         q = queries.setdefault(r.prompt, len(queries))
-        keys.append((q, firsts.setdefault((r.prompt, r.a.key), len(firsts))))
+        keys.append((q, firsts.setdefault((r.prompt, lead(r).key), len(firsts))))
     return sorted(range(len(reqs)), key=keys.__getitem__)
-
-
-def _shown(ask: Match) -> tuple[int, ...]:
-    """The orders a match is judged in: 0 shows (i, j), 1 shows (j, i)."""
-    return (0, 1) if ask.first is None else (0,) if ask.first == ask.i else (1,)
-
-
-def _match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
-    """A match's result from its (order, reply) pairs; a failed request (None) is left out."""
-    if len(got) == 2 and ask.votes == 1 and ask.first is None:
-        (first, fwd), (_, rev) = got
-        if first == 0 and fwd is not None and rev is not None:
-            return _both_orders_one_vote(ask, fwd, rev)
-    return _any_match_result(ask, got)
-
-
-def _any_match_result(ask: Match, got: list[tuple[int, PairJudgment | None]]) -> MatchResult:
-    """:func:`_match_result` for any shown orders, votes and failures."""
-    per_order: list[list[tuple[float, float]]] = [[], []]
-    probs: list[list[float | None]] = [[], []]
-    for o, rep in got:
-        if rep is None:
-            continue
-        # order 0 shows (i, j); order 1 shows (j, i): map back to (score_i, score_j)
-        per_order[o].append((rep.score_a, rep.score_b) if o == 0 else (rep.score_b, rep.score_a))
-        p = rep.prob_a
-        probs[o].append(None if p is None else (p if o == 0 else 1.0 - p))
-    shown = _shown(ask)
-    done = [per_order[o] for o in shown if per_order[o]]
-    samples = per_order[0] + per_order[1]
-    orders = [0] * len(per_order[0]) + [1] * len(per_order[1])
-    if not done:
-        return MatchResult(
-            ask.i,
-            ask.j,
-            math.nan,
-            math.nan,
-            failed=True,
-            samples=samples,
-            orders=orders,
-            one_order=len(shown) == 1,
-        )
-    # sum over both orders of each order's vote mean; a missing (failed or not shown) order is
-    # made up by doubling
-    scale = 2 / len(done)
-    si = scale * sum(sum(a for a, _ in p) / len(p) for p in done)
-    sj = scale * sum(sum(b for _, b in p) / len(p) for p in done)
-    partial = len(samples) < len(shown) * ask.votes
-    flat = probs[0] + probs[1]
-    prob_i = math.nan
-    if flat and None not in flat:  # mean over orders of each order's mean P(i better)
-        prob_i = _mean([_mean(probs[o]) for o in shown if probs[o]])
-    return MatchResult(
-        ask.i,
-        ask.j,
-        si,
-        sj,
-        partial=partial,
-        samples=samples,
-        probs=[p for p in flat if p is not None],
-        prob_i=prob_i,
-        orders=orders,
-        one_order=len(shown) == 1,
-    )
-
-
-def _both_orders_one_vote(ask: Match, fwd: PairJudgment, rev: PairJudgment) -> MatchResult:
-    """:func:`_match_result` of the common case, a match shown in both orders with one vote each
-    and both answered, without its per-order lists (it ran for every match). The same arithmetic:
-    an order's vote mean is ``sum`` of one score, ``0 + score``, and the two orders need no scale."""
-    pf, pr = fwd.prob_a, rev.prob_a
-    pr = None if pr is None else 1.0 - pr  # order 1 shows (j, i): P(i better) = 1 − P(A)
-    flat = [p for p in (pf, pr) if p is not None]
-    return MatchResult(
-        ask.i,
-        ask.j,
-        (0.0 + fwd.score_a) + (0.0 + rev.score_b),
-        (0.0 + fwd.score_b) + (0.0 + rev.score_a),
-        samples=[(fwd.score_a, fwd.score_b), (rev.score_b, rev.score_a)],
-        probs=flat,
-        # _mean([_mean([pf]), _mean([pr])]), a one-value mean being float(p) + 0.0
-        prob_i=((float(pf) + 0.0) + (float(pr) + 0.0)) / 2.0 if len(flat) == 2 else math.nan,
-        orders=[0, 1],
-    )
-
-
-def _score_result(ask: Score, got: list) -> ScoreResult:
-    """A score's result: the mean of its successful votes (NaN and ``failed`` if none)."""
-    ok = [float(x) for x in got if x is not None]
-    return ScoreResult(ask.i, _mean(ok) if ok else math.nan, failed=not ok, samples=ok)
-
-
-def _mean(xs: Sequence[float]) -> float:
-    """``float(np.mean(xs))``, bit for bit, without numpy's per-call cost for the short lists it
-    runs on (a match's orders, a score's votes). numpy's float64 add-reduce of fewer than 8
-    values is a left fold from ``0.0`` (the ``0.0 +`` matters for signed zeros), then divided by
-    the count (``tests/test_engine_mean.py`` checks 1-8 values, specials included). Longer lists
-    go to numpy. (numpy's overflow RuntimeWarning is not raised on the short path.)"""
-    n = len(xs)
-    if 0 < n < 8:
-        total = 0.0
-        for x in xs:
-            total += float(x)
-        return total / n
-    return float(np.mean(xs))
 
 
 def _with_attempt(req, attempt: int):

@@ -10,7 +10,7 @@ import pytest
 
 from arenabench.advantages import ranks_from_keys, standardize
 from arenabench.diagnostics import ComparisonHealth, comparison_health, triangles
-from arenabench.engine import _any_match_result, _match_result
+from arenabench.kinds import PAIR, any_match_result
 from arenabench.types import Match, MatchResult, PairJudgment
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered")
@@ -37,13 +37,20 @@ def _reply(rng):
     return PairJudgment(a, b, PROBS[rng.integers(len(PROBS))])
 
 
+def _fold(ask, got):
+    """The engine's fold of a match (``kinds.PAIR.fold``) over ``got``'s replies, laid out as its
+    expansion lays them out (shown orders × votes, order-major: ``got``'s orders)."""
+    (res,) = PAIR.fold([ask], [list(range(len(got)))], [rep for _, rep in got])
+    return res
+
+
 def test_one_vote_both_orders_fast_path_matches_the_general_result():
     rng = np.random.default_rng(0)
     for _ in range(3000):
         ask = Match(int(rng.integers(5)), 5)
         got = [(0, _reply(rng)), (1, _reply(rng))]
-        fast = _match_result(ask, got)
-        assert _canon(fast) == _canon(_any_match_result(ask, got)), (ask, got)
+        fast = _fold(ask, got)
+        assert _canon(fast) == _canon(any_match_result(ask, got)), (ask, got)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +68,7 @@ def test_match_results_off_the_fast_path_are_the_general_results(ask, orders):
     rng = np.random.default_rng(1)
     for _ in range(300):
         got = [(o, None if rng.random() < 0.25 else _reply(rng)) for o in orders]
-        assert _canon(_match_result(ask, got)) == _canon(_any_match_result(ask, got))
+        assert _canon(_fold(ask, got)) == _canon(any_match_result(ask, got))
 
 
 def _health_by_hand(n, results):

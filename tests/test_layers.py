@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "arenabench.aggregation",
             "arenabench.verifiers",
             "arenabench.diagnostics",
+            "arenabench.kinds",
         ),
     ),
     (1, "judges", ("arenabench.judges",)),

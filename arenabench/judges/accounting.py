@@ -27,11 +27,13 @@ A wrapper's ``stats`` is its inner judge's with its own keys set, so counters fl
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from arenabench.kinds import KINDS, QuestionKind
 from arenabench.types import JudgeFailure, content_hash
 
 STAT_KEYS = (
@@ -111,18 +113,65 @@ class JudgeAccounting:
             self._latencies.append(time.perf_counter() - t0)
 
 
-class WrapperStats:
-    """``stats`` of a wrapper: the inner judge's, with the keys this wrapper owns set from
-    :meth:`own_stats`.
-
-    A wrapper is also as asynchronous as what it wraps: it has ``ajudge_pairs`` /
-    ``ascore_points`` (the engine's pipelined schedule) only when the inner judge has them *and*
-    the wrapper implements ``_ajudge_pairs`` / ``_ascore_points``, and ``prefers_pipelined`` only
-    then -- so a cache or fault layer around a served judge keeps it pipelined, while a sync
-    judge stays on the engine's single worker thread (never called concurrently).
-    """
+class KindMethods:
+    """Every question kind's batch methods, written once: for each kind of
+    :data:`arenabench.kinds.KINDS`, the judge's batch method (``judge_pairs``, ``score_points``)
+    exactly when ``inner`` has it, as ``self._ask(kind, requests)`` (a wrapper implements
+    :meth:`_ask` once for all kinds); and the kind's coroutine (``ajudge_pairs``,
+    ``ascore_points``: the engine's pipelined schedule), ``self._aask(kind, requests)``, only
+    when the class says ``forwards_async`` (and implements :meth:`_aask`) *and* ``inner`` has
+    that coroutine."""
 
     inner: Any
+    forwards_async: ClassVar[bool] = False
+
+    def _ask(self, kind: QuestionKind, requests: Sequence) -> list:
+        """The replies to a batch of ``kind``'s requests (each wrapper's one implementation)."""
+        raise NotImplementedError
+
+    async def _aask(self, kind: QuestionKind, requests: Sequence) -> list:
+        """:meth:`_ask` in the running event loop, through the inner judge's coroutine method."""
+        raise NotImplementedError
+
+    def _method(self, kind: QuestionKind):
+        if not hasattr(self.inner, kind.method):
+            raise AttributeError(kind.method)  # hasattr(wrapper, ...) is False: the inner cannot answer it
+        return functools.partial(self._ask, kind)
+
+    def _amethod(self, kind: QuestionKind):
+        if not self.forwards_async or not hasattr(self.inner, kind.amethod):
+            raise AttributeError(kind.amethod)  # getattr(judge, name, None) is None: a sync judge
+        return functools.partial(self._aask, kind)
+
+
+def _kind_methods(kind: QuestionKind) -> tuple[property, property]:
+    sync = property(
+        lambda self: self._method(kind),
+        doc=f"The {kind.what} batch method ``{kind.method}``, through this wrapper (``_ask``).",
+    )
+    coro = property(
+        lambda self: self._amethod(kind),
+        doc=f"The coroutine ``{kind.amethod}``, through this wrapper (``_aask``).",
+    )
+    return sync, coro
+
+
+for _kind in KINDS:
+    _sync, _coro = _kind_methods(_kind)
+    setattr(KindMethods, _kind.method, _sync)
+    setattr(KindMethods, _kind.amethod, _coro)
+
+
+class WrapperStats(KindMethods):
+    """The base of every judge wrapper: ``stats`` of the inner judge, with the keys this wrapper
+    owns set from :meth:`own_stats`; the inner judge's traits; every question kind's batch
+    methods (:class:`KindMethods`).
+
+    A wrapper is as asynchronous as what it wraps: with ``forwards_async`` it has a kind's
+    coroutine only when the inner judge has it, and ``prefers_pipelined`` only then -- so a cache
+    or fault layer around a served judge keeps it pipelined, while a sync judge stays on the
+    engine's single worker thread (never called concurrently).
+    """
 
     def own_stats(self) -> dict[str, Any]:
         return {}
@@ -130,15 +179,6 @@ class WrapperStats:
     @property
     def stats(self) -> dict[str, Any]:
         return {**self.inner.stats, **self.own_stats()}
-
-    def _async_method(self, name: str):
-        own = getattr(type(self), "_" + name, None)
-        if own is None or not hasattr(self.inner, name):
-            raise AttributeError(name)  # getattr(judge, name, None) is None: a sync judge
-        return own.__get__(self)
-
-    ajudge_pairs = property(lambda self: self._async_method("ajudge_pairs"))
-    ascore_points = property(lambda self: self._async_method("ascore_points"))
 
     async def aclose(self) -> None:
         """Close the inner judge's per-loop session, if it keeps one (the engine calls this at the
@@ -151,7 +191,7 @@ class WrapperStats:
     @property
     def prefers_pipelined(self) -> bool:
         inner_wants = bool(getattr(self.inner, "prefers_pipelined", False))
-        return inner_wants and (hasattr(self, "ajudge_pairs") or hasattr(self, "ascore_points"))
+        return inner_wants and any(hasattr(self, kind.amethod) for kind in KINDS)
 
     @property
     def max_concurrency(self) -> int | None:
@@ -167,6 +207,7 @@ class WrapperStats:
 __all__ = [
     "STAT_KEYS",
     "JudgeAccounting",
+    "KindMethods",
     "WrapperStats",
     "empty_stats",
     "percentiles",

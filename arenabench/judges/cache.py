@@ -31,20 +31,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from arenabench.judges.accounting import WrapperStats
-from arenabench.types import (
-    JudgeFailure,
-    PairJudgment,
-    PairRequest,
-    PointRequest,
-    Trajectory,
-    pair_reply,
-    point_reply,
-)
+from arenabench.kinds import QuestionKind, kind_of_request
+from arenabench.types import JudgeFailure, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -252,45 +245,26 @@ class JudgmentCache:
         }
 
 
-def _encode(j: Any) -> dict[str, Any] | None:
-    """A usable verdict as stored (the engine's own check, ``types.pair_reply``: numpy scores are
-    stored as floats); None for a failure or a bad reply, which is never cached."""
-    ok, _ = pair_reply(j)
+def _stored(kind: QuestionKind, value: Mapping[str, Any], req) -> Any:
+    """A stored reply to ``req``; ValueError unless it passes the engine's own check (the kind's
+    ``reply``)."""
+    ok, why = kind.reply(kind.decode(value), req)
     if ok is None:
-        return None
-    return {"score_a": ok.score_a, "score_b": ok.score_b, "prob_a": ok.prob_a}
-
-
-def _decode(d: Mapping[str, Any]) -> PairJudgment:
-    """A stored verdict; ValueError unless it passes the engine's own check (``pair_reply``)."""
-    p = d.get("prob_a")
-    j = PairJudgment(float(d["score_a"]), float(d["score_b"]), None if p is None else float(p))
-    ok, why = pair_reply(j)
-    if ok is None:
-        raise ValueError(f"stored verdict unusable: {why}")
+        raise ValueError(f"stored {kind.what} reply unusable: {why}")
     return ok
-
-
-def _encode_point(x: Any) -> dict[str, Any] | None:
-    v, _ = point_reply(x)
-    return None if v is None else {"score": v}
-
-
-def _decode_point(d: Mapping[str, Any]) -> float:
-    v, why = point_reply(float(d["score"]))
-    if v is None:
-        raise ValueError(f"stored score unusable: {why}")
-    return v
 
 
 class CachedJudge(WrapperStats):
     """A judge that answers from ``cache`` and sends only misses to ``inner``.
 
-    Each :meth:`judge_pairs` (:meth:`score_points`) call makes at most ONE inner call of the
-    same name, holding the distinct missed requests (identical requests in a batch are asked
-    once). Successful replies are stored; failures and non-finite scores are returned but not
-    stored. Pointwise keys carry ``order="point"`` and an empty second side, so they never
-    collide with a pairwise key. ``hits`` / ``misses`` count distinct keys per call (this
+    Each batch call of a question kind (:meth:`judge_pairs`, :meth:`score_points`;
+    ``arenabench.kinds``) makes at most ONE inner call of the same name, holding the distinct
+    missed requests (identical requests in a batch are asked once). Successful replies are
+    stored (the kind's ``encode``; read back with its ``decode`` and checked with the engine's
+    own validation, its ``reply``); failures and non-finite scores are returned but not stored.
+    A key's sides and ``order`` are the kind's ``key_texts``: a pairwise key has both sides and
+    ``order="ab"``, a pointwise key ``order="point"`` and an empty second side, so kinds never
+    collide. ``hits`` / ``misses`` count distinct keys per call (this
     judge's own, even when several judges share one :class:`JudgmentCache`); ``stats`` is the
     inner judge's with ``cache_hits`` / ``cache_misses`` set from them
     (:mod:`arenabench.judges.accounting`); :meth:`report` adds the file's own numbers.
@@ -333,50 +307,37 @@ class CachedJudge(WrapperStats):
             extra=self.key_extra,
         )
 
-    def key(self, r: PairRequest) -> str:
-        return self._key(r.prompt, trajectory_content(r.a), trajectory_content(r.b), "ab", r.sample)
+    def key(self, r) -> str:
+        """The cache key of judge request ``r`` of any question kind."""
+        a, b, order = kind_of_request(r).key_texts(r, trajectory_content)
+        return self._key(r.prompt, a, b, order, r.sample)
 
-    def point_key(self, r: PointRequest) -> str:
-        return self._key(r.prompt, trajectory_content(r.traj), "", "point", r.sample)
+    forwards_async = True
 
-    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
-        return self._answer(list(requests), self.key, "judge_pairs", _encode, _decode)
-
-    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        if not hasattr(self.inner, "score_points"):
-            raise TypeError(f"{self.inner!r} has no score_points: it is not a pointwise judge")
-        return self._answer(list(requests), self.point_key, "score_points", _encode_point, _decode_point)
-
-    async def _ajudge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
-        return await self._aanswer(list(requests), self.key, "ajudge_pairs", _encode, _decode)
-
-    async def _ascore_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        key_of = self.point_key
-        return await self._aanswer(list(requests), key_of, "ascore_points", _encode_point, _decode_point)
-
-    def _answer(self, requests, key_of, method, encode, decode):
-        keys, replies, todo = self._lookup(requests, key_of, decode)
+    def _ask(self, kind: QuestionKind, requests) -> list:
+        keys, replies, todo = self._lookup(kind, list(requests))
         if todo:
-            self._keep(replies, todo, getattr(self.inner, method)(list(todo.values())), encode)
+            self._keep(kind, replies, todo, getattr(self.inner, kind.method)(list(todo.values())))
         return [replies[k] for k in keys]
 
-    async def _aanswer(self, requests, key_of, method, encode, decode):
-        """:meth:`_answer` with the inner judge's coroutine ``method``."""
-        keys, replies, todo = self._lookup(requests, key_of, decode)
+    async def _aask(self, kind: QuestionKind, requests) -> list:
+        """:meth:`_ask` with the inner judge's coroutine method."""
+        keys, replies, todo = self._lookup(kind, list(requests))
         if todo:
-            self._keep(replies, todo, await getattr(self.inner, method)(list(todo.values())), encode)
+            self._keep(kind, replies, todo, await getattr(self.inner, kind.amethod)(list(todo.values())))
         return [replies[k] for k in keys]
 
-    def _lookup(self, requests, key_of, decode) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    def _lookup(self, kind: QuestionKind, requests) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
         """(keys, replies found in the cache, distinct missed requests by key); counts hits/misses."""
-        keys = [key_of(r) for r in requests]
+        keys = [self.key(r) for r in requests]
+        asked = dict(zip(keys, requests, strict=True))  # a key's request (equal keys: equal content)
         bad_before = self.cache.bad_rows
         cached = self.cache.get_many(keys)
         replies: dict[str, Any] = {}
         for k, v in cached.items():
             if v is not None:
                 try:
-                    replies[k] = decode(v)
+                    replies[k] = _stored(kind, v, asked[k])
                 except (KeyError, TypeError, ValueError, AttributeError):  # unreadable: ask again
                     self.cache.bad_rows += 1
         bad = self.cache.bad_rows - bad_before
@@ -394,17 +355,21 @@ class CachedJudge(WrapperStats):
             self.inner_requests += len(todo)
         return keys, replies, todo
 
-    def _keep(self, replies: dict[str, Any], todo: dict[str, Any], answers, encode) -> None:
-        """Add the inner judge's ``answers`` to ``todo``'s keys in ``replies``; store the successes."""
+    def _keep(self, kind: QuestionKind, replies: dict[str, Any], todo: dict[str, Any], answers) -> None:
+        """Add the inner judge's ``answers`` to ``todo``'s keys in ``replies``; store the successes
+        (as the engine's own check, the kind's ``reply``, normalizes them: numpy scores are
+        stored as floats; a failure or a bad reply is never cached)."""
         answers = list(answers)
         if len(answers) != len(todo):
             raise RuntimeError(f"inner judge answered {len(answers)} of {len(todo)} requests")
         store = []
-        for k, ans in zip(todo, answers, strict=True):
+        for (k, req), ans in zip(todo.items(), answers, strict=True):
             replies[k] = ans
-            enc = None if isinstance(ans, JudgeFailure) else encode(ans)
-            if enc is not None:
-                store.append((k, enc))
+            if isinstance(ans, JudgeFailure):
+                continue
+            ok, _ = kind.reply(ans, req)
+            if ok is not None:
+                store.append((k, kind.encode(ok)))
         self.cache.put_many(store)
 
     def own_stats(self) -> dict[str, Any]:

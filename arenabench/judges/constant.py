@@ -5,12 +5,13 @@ every constructor, given either, should hand out no advantage (all zeros, or unr
 with advantage 0) — see ``tests/rewards/test_ties.py``.
 
 * :class:`ConstantJudge` scores both sides of every comparison ``score`` (default 7 – 7, a tie
-  in either order and in the two orders' sum) with ``P(A better) = 0.5``, and every pointwise
-  request ``point`` (default 0.7).
+  in either order and in the two orders' sum) with ``P(A better) = 0.5``, every pointwise
+  request ``point`` (default 0.7), and ties every item of a listwise request (each item gets
+  the mean of the k positions' points, (k − 1)/2: ``types.RankJudgment``).
 * :class:`FailingJudge` answers every request with a :class:`~arenabench.types.JudgeFailure`
   (a retry fails again), so the engine counts every request as a failure.
 
-Both count what reached them (``pair_requests``, ``point_requests``).
+Both count what reached them (``pair_requests``, ``point_requests``, ``rank_requests``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
+from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, RankJudgment, RankRequest
 
 
 class ConstantJudge:
-    """Every comparison a tie ``score`` – ``score`` (P(A) = ``prob``), every pointwise score ``point``."""
+    """Every comparison a tie ``score`` – ``score`` (P(A) = ``prob``), every pointwise score
+    ``point``, every listwise ranking a tie of all its items."""
 
     rejudge_share = 0.0  # a re-asked request gets the same reply
 
@@ -33,7 +35,7 @@ class ConstantJudge:
         if prob is not None and not (math.isfinite(prob) and 0.0 <= prob <= 1.0):
             raise ValueError(f"prob must be None or in [0, 1]; got {prob!r}")
         self.score, self.point, self.prob = float(score), float(point), prob
-        self.pair_requests = self.point_requests = 0
+        self.pair_requests = self.point_requests = self.rank_requests = 0
 
     def __repr__(self) -> str:
         return f"ConstantJudge(score={self.score:g}, point={self.point:g}, prob={self.prob})"
@@ -46,15 +48,19 @@ class ConstantJudge:
         self.point_requests += len(requests)
         return [self.point for _ in requests]
 
+    def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment | JudgeFailure]:
+        self.rank_requests += len(requests)
+        return [RankJudgment(((len(r.trajs) - 1) / 2,) * len(r.trajs)) for r in requests]
+
 
 class FailingJudge:
-    """Every request, pairwise or pointwise, on every attempt: ``JudgeFailure(reason)``."""
+    """Every request, pairwise, pointwise or listwise, on every attempt: ``JudgeFailure(reason)``."""
 
     rejudge_share = 0.0  # a re-asked request fails again
 
     def __init__(self, reason: str = "failing judge: no verdict"):
         self.reason = reason
-        self.pair_requests = self.point_requests = 0
+        self.pair_requests = self.point_requests = self.rank_requests = 0
 
     def __repr__(self) -> str:
         return f"FailingJudge({self.reason!r})"
@@ -65,6 +71,10 @@ class FailingJudge:
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
         self.point_requests += len(requests)
+        return [JudgeFailure(self.reason) for _ in requests]
+
+    def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment | JudgeFailure]:
+        self.rank_requests += len(requests)
         return [JudgeFailure(self.reason) for _ in requests]
 
 

@@ -13,8 +13,9 @@ Kinds, each drawn with an equal share of ``rate``:
 
 * ``timeout``  — ``JudgeFailure("timeout: ...")`` (the batch sleeps ``timeout_s`` once first);
 * ``malformed`` — ``JudgeFailure("malformed verdict: ...")``, what the verdict parser returns;
-* ``nan``      — a :class:`PairJudgment` with NaN scores (or a NaN pointwise score): the
-  engine's validation, not the judge, must catch it;
+* ``nan``      — a reply of the request's kind with NaN scores (a :class:`PairJudgment` of
+  NaNs, a NaN pointwise score: the kind's ``nan_reply``, ``arenabench.kinds``): the engine's
+  validation, not the judge, must catch it;
 * ``raise``    — the whole batch call raises :class:`InjectedJudgeError` (a dropped connection):
   one request cannot raise alone, so this kind is drawn once per batch, from the batch's
   content and attempt; the engine turns it into a failure of every request in the batch.
@@ -35,7 +36,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from arenabench.judges.accounting import WrapperStats
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest
+from arenabench.kinds import QuestionKind, kind_of_request
+from arenabench.types import JudgeFailure
 
 KINDS = ("timeout", "raise", "malformed", "nan")
 _U64 = float(1 << 64)
@@ -52,16 +54,13 @@ def _uniform(*parts) -> float:
 
 
 def _content(r) -> str:
-    """The request's content key, without the attempt (that is mixed in separately)."""
-    if isinstance(r, PairRequest):
-        return f"pair|{r.prompt}|{r.a.text}|{r.b.text}|{r.sample}"
-    if isinstance(r, PointRequest):
-        return f"point|{r.prompt}|{r.traj.text}|{r.sample}"
-    raise TypeError(f"FaultyJudge gets PairRequest or PointRequest, not {type(r).__name__}")
+    """The request's content key, without the attempt (that is mixed in separately): its kind's
+    ``content``; TypeError for anything that is no judge request."""
+    return kind_of_request(r).content(r)
 
 
 class FaultyJudge(WrapperStats):
-    """Wraps ``inner`` (pairwise and/or pointwise) and injects faults at ``rate`` (see module doc).
+    """Wraps ``inner`` (any question kinds it answers) and injects faults at ``rate`` (see module doc).
 
     Attributes (cumulative): ``faulted`` — (request, attempt) pairs faulted; ``by_kind`` and
     ``by_attempt`` — the same split by kind and by attempt number; ``raised_batches`` — batch
@@ -135,19 +134,21 @@ class FaultyJudge(WrapperStats):
             self.by_kind[kind] += 1
             self.by_attempt[int(a)] += 1
 
-    def _run(self, requests, method: str, nan_reply):
+    forwards_async = True
+
+    def _ask(self, kind: QuestionKind, requests) -> list:
         requests, faults, clean = self._plan(requests)
-        got = list(getattr(self.inner, method)(clean)) if clean else []
+        got = list(getattr(self.inner, kind.method)(clean)) if clean else []
         if "timeout" in faults and self.timeout_s > 0:
             time.sleep(self.timeout_s)  # concurrent calls: the slowest bounds the batch
-        return self._merge(requests, faults, got, nan_reply)
+        return self._merge(kind, requests, faults, got)
 
-    async def _arun(self, requests, method: str, nan_reply):
+    async def _aask(self, kind: QuestionKind, requests) -> list:
         requests, faults, clean = self._plan(requests)
-        got = list(await getattr(self.inner, method)(clean)) if clean else []
+        got = list(await getattr(self.inner, kind.amethod)(clean)) if clean else []
         if "timeout" in faults and self.timeout_s > 0:
             await asyncio.sleep(self.timeout_s)
-        return self._merge(requests, faults, got, nan_reply)
+        return self._merge(kind, requests, faults, got)
 
     def _plan(self, requests) -> tuple[list, list, list]:
         """(requests, each one's fault or None, the clean ones to ask); raises for a lost batch."""
@@ -161,7 +162,7 @@ class FaultyJudge(WrapperStats):
         faults = [self.fault_for(r) for r in requests]
         return requests, faults, [r for r, f in zip(requests, faults, strict=True) if f is None]
 
-    def _merge(self, requests, faults, got, nan_reply) -> list:
+    def _merge(self, kind: QuestionKind, requests, faults, got) -> list:
         if len(got) != faults.count(None):
             raise RuntimeError(f"inner judge answered {len(got)} of {faults.count(None)} requests")
         answers = iter(got)
@@ -176,20 +177,8 @@ class FaultyJudge(WrapperStats):
             elif f == "malformed":
                 out.append(JudgeFailure("malformed verdict: injected fault"))
             else:
-                out.append(nan_reply)
+                out.append(kind.nan_reply(r))
         return out
-
-    def judge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
-        return self._run(requests, "judge_pairs", PairJudgment(math.nan, math.nan, math.nan))
-
-    def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        return self._run(requests, "score_points", math.nan)
-
-    async def _ajudge_pairs(self, requests: Sequence[PairRequest]) -> list[PairJudgment | JudgeFailure]:
-        return await self._arun(requests, "ajudge_pairs", PairJudgment(math.nan, math.nan, math.nan))
-
-    async def _ascore_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        return await self._arun(requests, "ascore_points", math.nan)
 
     def own_stats(self) -> dict:
         return {"faults": self.faulted}

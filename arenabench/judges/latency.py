@@ -29,6 +29,7 @@ event, and a step's duration is exact, fast and independent of the machine.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import math
 import selectors
@@ -38,6 +39,7 @@ from collections.abc import Sequence
 
 from arenabench.judges.accounting import WrapperStats
 from arenabench.judges.faults import _content, _uniform
+from arenabench.kinds import QuestionKind
 
 
 class LatencyJudge(WrapperStats):
@@ -102,11 +104,8 @@ class LatencyJudge(WrapperStats):
             self.log.append((method, len(requests), modelled))
         return out
 
-    def judge_pairs(self, requests):
-        return self._call("judge_pairs", requests)
-
-    def score_points(self, requests):
-        return self._call("score_points", requests)
+    def _ask(self, kind: QuestionKind, requests) -> list:
+        return self._call(kind.method, requests)
 
 
 class Unbatched(WrapperStats):
@@ -116,11 +115,9 @@ class Unbatched(WrapperStats):
     def __init__(self, inner):
         self.inner = inner
 
-    def judge_pairs(self, requests):
-        return [self.inner.judge_pairs([r])[0] for r in requests]
-
-    def score_points(self, requests):
-        return [self.inner.score_points([r])[0] for r in requests]
+    def _ask(self, kind: QuestionKind, requests) -> list:
+        method = getattr(self.inner, kind.method)
+        return [method([r])[0] for r in requests]
 
 
 class ServedJudge(WrapperStats):
@@ -251,11 +248,8 @@ class ServedJudge(WrapperStats):
         self.clock = self._admit(self.clock, requests)
         return out
 
-    def judge_pairs(self, requests):
-        return self._sync("judge_pairs", requests)
-
-    def score_points(self, requests):
-        return self._sync("score_points", requests)
+    def _ask(self, kind: QuestionKind, requests) -> list:
+        return self._sync(kind.method, requests)
 
     # -- async: the pipelined schedule, on the running loop's clock -----------------------------
 
@@ -268,11 +262,14 @@ class ServedJudge(WrapperStats):
         await asyncio.sleep(due - now)
         return out
 
-    async def ajudge_pairs(self, requests):
-        return await self._async("judge_pairs", requests)
+    def _amethod(self, kind: QuestionKind):
+        """Every kind the inner judge answers, as a coroutine too: the server's own clock, whether
+        the inner judge is asynchronous or not."""
+        self._method(kind)  # AttributeError when the inner judge does not answer the kind
+        return functools.partial(self._aask, kind)
 
-    async def ascore_points(self, requests):
-        return await self._async("score_points", requests)
+    async def _aask(self, kind: QuestionKind, requests) -> list:
+        return await self._async(kind.method, requests)
 
 
 class _VirtualSelector:

@@ -31,6 +31,18 @@ simulator quality ``q`` (``meta["quality"]``) sits at ``z = (q − quality_loc) 
   ``persistent_sd² / (persistent_sd² + pair_noise²)``: the part of a pairwise call's error
   variance (per response) that more comparisons cannot remove.
 
+* **listwise** (``rank_lists``; issue 41): the simulated judge's Plackett–Luce model
+  (:class:`arenabench.judges.simulated.ListwiseModel`, ``simulated.py``'s module docstring,
+  "Listwise") on this judge's views ``v``: item m in slot m gets ``v_m + b_k·(k − 1 − m)/(k − 1)
+  + s_k·G_m``, ranked by it. ``G_m`` is standard Gumbel through a Gaussian copula,
+  ``G = −log(−log Φ(ε))`` with ``ε = √(1 − r)·ε_fixed + √r·ε_sample`` and ``r = rejudge_share``,
+  so a re-asked list is re-judged in the share ``r`` as a pair is (each call is an exact
+  Plackett–Luce draw). ``s_2`` (``listwise_noise``) defaults to ``pair_noise·√3/π`` (the Gumbel
+  difference then has the pair difference's SD) and ``b_2`` (``listwise_position_bias``) to
+  ``position_bias``; both grow by ``listwise_*_growth`` (default 0.1) per item beyond two. **Not
+  fitted**: the recorded judgments the presets were fitted on are pairwise and pointwise; no
+  listwise data calibrates any listwise parameter yet. No tokens are counted for listwise requests.
+
 Noise is a pure function of (seed, prompt, texts, order, sample): a retry or a resumed run gets
 the same answer. ``provenance`` carries where the numbers came from (source files, command, the
 recorded pairs' latent-gap distribution, the fit) and does not change any answer.
@@ -51,14 +63,25 @@ from scipy.special import ndtr
 
 from arenabench import numerics as nx
 from arenabench.judges.accounting import JudgeAccounting
-from arenabench.judges.simulated import _combine, _normals, _prompt_keys, true_quality
+from arenabench.judges.simulated import (
+    LISTWISE_GROWTH,
+    ListwiseModel,
+    _combine,
+    _normals,
+    _prompt_keys,
+    by_length,
+    list_keys,
+    true_quality,
+)
 from arenabench.judges.tokens import prompt_tokens
-from arenabench.types import PairJudgment, PairRequest, PointRequest
+from arenabench.types import PairJudgment, PairRequest, PointRequest, RankJudgment, RankRequest
 
 _POINT_SALT = 0x0D1A
 _PAIR_SALT = 0x9A1B
 _SAMPLE_SALT = 0x5A3E
 _PERSIST_SALT = 0x9E51
+_LIST_SALT = 0x7157
+_TOP = 1.0 - 2.0**-53  # the largest float below 1: Φ(ε) is clipped to it (a finite Gumbel draw)
 
 
 def response_level_sd(gap_mean: float, gap_sd: float) -> float:
@@ -78,7 +101,8 @@ def recorded_level_sd(provenance: dict) -> float:
 
 
 class OrdinalJudge(JudgeAccounting):
-    """Pairwise and pointwise judge fitted to a real judge (module docstring)."""
+    """Pairwise and pointwise judge fitted to a real judge, with an unfitted listwise model
+    (module docstring)."""
 
     def __init__(
         self,
@@ -95,6 +119,10 @@ class OrdinalJudge(JudgeAccounting):
         surface_feature: str = "length",
         quality_loc: float = 0.0,
         quality_scale: float = 1.0,
+        listwise_noise: float | None = None,
+        listwise_noise_growth: float = LISTWISE_GROWTH,
+        listwise_position_bias: float | None = None,
+        listwise_position_growth: float = LISTWISE_GROWTH,
         seed: int = 0,
         provenance: dict | None = None,
         tokenizer: str | None = "tiny-bpe",
@@ -147,6 +175,14 @@ class OrdinalJudge(JudgeAccounting):
         self.quality_loc = float(quality_loc)
         self.quality_scale = float(quality_scale)
         self.seed = int(seed)
+        options = (listwise_noise, listwise_noise_growth, listwise_position_bias, listwise_position_growth)
+        self._listwise_set = options != (None, LISTWISE_GROWTH, None, LISTWISE_GROWTH)
+        self.listwise = ListwiseModel(
+            self.pair_noise * math.sqrt(3.0) / math.pi if listwise_noise is None else listwise_noise,
+            listwise_noise_growth,
+            self.position_bias if listwise_position_bias is None else listwise_position_bias,
+            listwise_position_growth,
+        )
         self.provenance = dict(provenance or {})
         self.tokens = prompt_tokens(tokenizer, rubric)
         self.reset_stats()
@@ -157,10 +193,12 @@ class OrdinalJudge(JudgeAccounting):
             f"pair_noise={self.pair_noise:.3g}, position_bias={self.position_bias:.3g}, "
             f"tie_margin={self.tie_margin:.3g}, rejudge_share={self.rejudge_share:.3g}"
             + (
-                f", persistent_sd={self.persistent_sd:.3g}, surface_beta={self.surface_beta:.3g})"
+                f", persistent_sd={self.persistent_sd:.3g}, surface_beta={self.surface_beta:.3g}"
                 if self.persistent_sd or self.surface_beta
-                else ")"
+                else ""
             )
+            # the listwise options when set (the repr is this judge's cache identity: stack.py)
+            + (f", listwise={self.listwise!r})" if self._listwise_set else ")")
         )
 
     # --- the model, on latent arrays (also what the fit simulates) -------------------------------
@@ -254,6 +292,26 @@ class OrdinalJudge(JudgeAccounting):
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float]:
         return self._answer(self._score_points, requests)
+
+    def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment]:
+        return self._answer(self._rank_lists, requests)
+
+    def _rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment]:
+        out: list = [None] * len(requests)
+        for k, idx in by_length(requests).items():
+            reqs = [requests[i] for i in idx]
+            n = len(reqs)
+            trajs = [t for r in reqs for t in r.trajs]
+            pk = np.repeat(_prompt_keys(reqs), k)
+            views = self.view(trajs, pk).reshape(n, k)
+            tkeys = np.array([t.key for t in trajs], dtype=np.uint64).reshape(n, k)
+            cols = [pk, np.repeat(list_keys(reqs, k, tkeys), k), np.tile(np.arange(k, dtype=np.uint64), n)]
+            samples = np.repeat(np.array([r.sample for r in reqs], dtype=np.uint64), k)
+            u = np.clip(ndtr(self._noise(1.0, cols, samples, _LIST_SALT)), 2.0**-1074, _TOP)
+            gumbels = -nx.log(-nx.log(u))
+            for i, row in zip(idx, self.listwise.scores(views, gumbels.reshape(n, k)).tolist(), strict=True):
+                out[i] = RankJudgment(tuple(row))
+        return out
 
     def _score_points(self, requests: Sequence[PointRequest]) -> list[float]:
         pk = _prompt_keys(requests)

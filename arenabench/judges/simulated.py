@@ -60,6 +60,29 @@ it moves all of a group's views alike and no policy can exploit it — while ``s
 whatever feature the task defines, on the task's scale, from the trajectory's ``meta`` (never from
 its text), and is off unless asked for. ``surface_beta = 0`` skips the term: every preset's answers
 are bit-identical to the judge before it existed.
+
+**Listwise** (``rank_lists``: a ``types.RankRequest`` of k items in one call; issue 41). A
+Plackett–Luce ranking over the judge's perceived qualities of the shown items (:class:`ListwiseModel`).
+Item m in slot m (0-based) gets ``v_m + b_k · (k − 1 − m)/(k − 1) + s_k · G_m`` and the items are
+ranked by it, best first; ``G_m`` is a standard Gumbel draw, so the ranking is exactly a
+Plackett–Luce draw with weights ``exp((v_m + slot bias) / s_k)`` (the Gumbel-max construction).
+``v_m`` is the view a pair judgment takes of a side: true quality + the surface term + the length
+term (no position term: the list's own slot bias replaces it; a gap-dependent position bias has no
+pair gap here and is not applied). Per-call noise ``s_k = s_2 · (1 + listwise_noise_growth · (k − 2))``
+and a primacy bias ``b_k = b_2 · (1 + listwise_position_growth · (k − 2))``, falling linearly from
+slot 1 to nothing at slot k, both grow with k: a longer list is read less carefully, and the first
+items anchor it. ``s_2`` (``listwise_noise``) defaults to the pair judge's own comparison noise —
+``pair_noise · √3/π`` (Thurstone: the Gumbel difference then has the pair difference's standard
+deviation) or ``pair_noise`` (Bradley-Terry: the same logistic difference) — and ``b_2``
+(``listwise_position_bias``) to ``position_bias``, so a list of two is judged as a pair is; the
+growth rates default to 0.1 (per item beyond two: at k = 8 the noise and the bias are 1.6× a pair's).
+**No recorded listwise data calibrates any of this yet**: the shape (Plackett–Luce, linear growth,
+a linear primacy ramp) and the defaults are this simulator's assumptions, and conclusions drawn from
+listwise constructors on it scale with them. The reply is a ``RankJudgment`` whose scores are the
+items ranked below each (k − 1 for the top; tied views, possible only without noise, share the mean
+of their positions' points). Noise is keyed like a pair judgment's: on (seed, prompt, the listed
+items' content keys in order, sample, slot). No tokens are counted for listwise requests (no
+listwise prompt is counted yet).
 """
 
 from __future__ import annotations
@@ -74,11 +97,89 @@ from arenabench import numerics as nx
 from arenabench.judges.accounting import JudgeAccounting
 from arenabench.judges.tokens import prompt_tokens
 from arenabench.registry import check_types, unknown_message
-from arenabench.types import JudgeFailure, PairJudgment, PairRequest, PointRequest, content_hash
+from arenabench.types import (
+    JudgeFailure,
+    PairJudgment,
+    PairRequest,
+    PointRequest,
+    RankJudgment,
+    RankRequest,
+    content_hash,
+)
 
 NOISE_MODELS = ("thurstone", "bradley_terry")
 COT_SLOPE = 55.0  # see the ``cot`` preset
 LENGTH_REF = 512.0
+_LIST_SALT = 0x7157  # listwise noise keys (``rank_lists``)
+# the listwise noise's and primacy bias's default relative growth per item beyond two (an
+# assumption: module docstring, "Listwise")
+LISTWISE_GROWTH = 0.1
+
+
+@dataclass(frozen=True)
+class ListwiseModel:
+    """A simulated judge's listwise call (``rank_lists``): a Plackett–Luce ranking over the judge's
+    views of the shown items with per-call Gumbel noise and a primacy bias that both grow with the
+    list's length k (``simulated.py``'s module docstring, "Listwise"; the fitted judge uses the
+    same model on its own views). ``noise``: the Gumbel scale at k = 2; ``position_bias``: what
+    slot 1 gets at k = 2; the growths: relative increase per item beyond 2. Assumptions, not fits:
+    no recorded listwise data calibrates them yet."""
+
+    noise: float
+    noise_growth: float
+    position_bias: float
+    position_growth: float
+
+    def __post_init__(self) -> None:
+        for name in ("noise", "noise_growth", "position_growth"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"listwise_{name} must be a finite number >= 0; got {v!r}")
+        if not (isinstance(self.position_bias, int | float) and math.isfinite(self.position_bias)):
+            raise ValueError(f"listwise_position_bias must be finite; got {self.position_bias!r}")
+
+    def scale(self, k: int) -> float:
+        """The Gumbel scale of one call over ``k`` items."""
+        return self.noise * (1.0 + self.noise_growth * (k - 2))
+
+    def slot_bias(self, k: int) -> np.ndarray:
+        """Latent units added to each of ``k`` slots: the slot-1 bias falling linearly to 0."""
+        top = self.position_bias * (1.0 + self.position_growth * (k - 2))
+        return top * (k - 1 - np.arange(k)) / (k - 1)
+
+    def scores(self, views: np.ndarray, gumbels: np.ndarray) -> np.ndarray:
+        """``(n, k)`` views and standard Gumbel draws → each item's count of items ranked below it
+        (ties share: ``RankJudgment``'s convention)."""
+        k = views.shape[1]
+        u = views + self.slot_bias(k)
+        s = self.scale(k)
+        if s > 0:
+            u = u + s * gumbels
+        return ranked_below(u)
+
+
+def ranked_below(u: np.ndarray) -> np.ndarray:
+    """Per row of ``u`` (higher = better), each entry's number of entries below it, an equal entry
+    counting ½ (two tied at the top of 3: 1.5 each)."""
+    below = (u[:, None, :] < u[:, :, None]).sum(axis=2)
+    equal = (u[:, None, :] == u[:, :, None]).sum(axis=2) - 1
+    return below + 0.5 * equal
+
+
+def list_keys(requests, k: int, traj_keys: np.ndarray) -> np.ndarray:
+    """One uint64 per request: its listed items' content keys ``traj_keys`` (``(n, k)``), in order."""
+    h = np.zeros(len(requests), dtype=np.uint64)
+    for c in range(k):
+        h = _mix(h ^ traj_keys[:, c])
+    return h
+
+
+def by_length(requests) -> dict[int, list[int]]:
+    """The indices of listwise ``requests`` by their list's length (a batch may mix lengths)."""
+    out: dict[int, list[int]] = {}
+    for i, r in enumerate(requests):
+        out.setdefault(len(r.trajs), []).append(i)
+    return out
 
 
 @dataclass(frozen=True)
@@ -98,6 +199,13 @@ class SimulatedJudgeConfig:
     score_grid: int | None = None
     # latent units per unit of the task's surface feature meta["surface"] (module docstring)
     surface_beta: float = 0.0
+    # listwise (rank_lists; module docstring, "Listwise": assumptions, no listwise data calibrates
+    # them). Gumbel scale of one call at k = 2; None: the pair judge's comparison noise
+    listwise_noise: float | None = None
+    listwise_noise_growth: float = LISTWISE_GROWTH  # relative growth of that scale per item beyond 2
+    # latent units added to slot 1 at k = 2 (falling linearly to 0 at slot k); None: position_bias
+    listwise_position_bias: float | None = None
+    listwise_position_growth: float = LISTWISE_GROWTH  # relative growth of that bias per item beyond 2
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -122,6 +230,15 @@ class SimulatedJudgeConfig:
         g = self.score_grid
         if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
             raise ValueError(f"score_grid must be None (continuous) or an integer >= 1; got {g!r}")
+        self.listwise()  # its checks
+
+    def listwise(self) -> ListwiseModel:
+        """The listwise model with its defaults resolved (module docstring, "Listwise")."""
+        noise = self.listwise_noise
+        if noise is None:
+            noise = self.pair_noise * (math.sqrt(3.0) / math.pi if self.noise_model == "thurstone" else 1.0)
+        bias = self.position_bias if self.listwise_position_bias is None else self.listwise_position_bias
+        return ListwiseModel(noise, self.listwise_noise_growth, bias, self.listwise_position_growth)
 
 
 # Named presets. ``calibrated`` is tuned so that, on the fidelity study's default groups
@@ -289,14 +406,15 @@ def surface_feature(traj) -> float:
 
 
 class SimulatedJudge(JudgeAccounting):
-    """Both a pairwise and a pointwise judge over hidden qualities (see module docstring).
+    """A pairwise, pointwise and listwise judge over hidden qualities (see module docstring).
 
     ``stats`` counts like an LLM judge's (one ``call`` per non-empty batch), so a stack over a
     simulated judge reads the same counters. Tokens: with ``tokenizer`` set (default
     ``"tiny-bpe"``), each pairwise request adds the prompt tokens an LLM judge with ``rubric``
     would be sent, the share an ideal prefix cache would serve and an assumed verdict-only reply
-    (:mod:`arenabench.judges.tokens`); ``tokenizer=None`` counts none. Pointwise requests count
-    no tokens: the LLM backends have no pointwise prompt. Neither argument changes a verdict."""
+    (:mod:`arenabench.judges.tokens`); ``tokenizer=None`` counts none. Pointwise and listwise
+    requests count no tokens (the counter has no prompt of theirs yet). Neither argument changes a
+    verdict."""
 
     rejudge_share = 1.0  # a new ``sample`` index is a fresh independent draw (module docstring)
 
@@ -309,6 +427,7 @@ class SimulatedJudge(JudgeAccounting):
     ):
         self.preset = preset
         self.config = preset_config(preset, **overrides)
+        self.listwise = self.config.listwise()
         self.tokens = prompt_tokens(tokenizer, rubric)
         self.reset_stats()
 
@@ -387,6 +506,35 @@ class SimulatedJudge(JudgeAccounting):
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
         return self._answer(self._score_points, requests)
+
+    def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment | JudgeFailure]:
+        return self._answer(self._rank_lists, requests)
+
+    def _rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment]:
+        """Plackett–Luce rankings (module docstring, "Listwise"), a batch of one length at a time."""
+        cfg = self.config
+        out: list = [None] * len(requests)
+        for k, idx in by_length(requests).items():
+            reqs = [requests[i] for i in idx]
+            n = len(reqs)
+            trajs = [t for r in reqs for t in r.trajs]
+            side, q, lengths, tkeys = _trajectory_columns(trajs)
+            views = q[side] + self._length_term(lengths[side])
+            surf = self.surface_term(trajs)
+            if surf is not None:  # the task's surface feature, as in a pair judgment
+                views = views + surf
+            keys = _combine(
+                np.full(n * k, cfg.seed ^ _LIST_SALT, dtype=np.uint64),
+                np.repeat(_prompt_keys(reqs), k),
+                np.repeat(list_keys(reqs, k, tkeys[side].reshape(n, k)), k),
+                np.repeat(np.array([r.sample for r in reqs], dtype=np.uint64), k),
+                np.tile(np.arange(k, dtype=np.uint64), n),
+            )
+            gumbels = -nx.log(-nx.log(_uniforms(keys, 1)[:, 0]))
+            scores = self.listwise.scores(views.reshape(n, k), gumbels.reshape(n, k))
+            for i, row in zip(idx, scores.tolist(), strict=True):
+                out[i] = RankJudgment(tuple(row))
+        return out
 
     def _score_points(self, requests: Sequence[PointRequest]) -> list[float]:
         cfg = self.config

@@ -18,6 +18,7 @@ from arenabench.judges.accounting import WrapperStats, percentiles
 from arenabench.judges.cache import CachedJudge, JudgmentCache
 from arenabench.judges.factory import STACK_KEYS, build
 from arenabench.judges.faults import FaultyJudge
+from arenabench.kinds import QuestionKind
 
 # stats keys the stack logs per step, as their metric names
 _STEP_COUNTERS = {
@@ -112,21 +113,15 @@ class JudgeStack(WrapperStats):
         finally:
             self.latencies.append(time.perf_counter() - t0)
 
-    def judge_pairs(self, requests):
-        with self._timed():
-            return self.inner.judge_pairs(requests)
+    forwards_async = True
 
-    def score_points(self, requests):
+    def _ask(self, kind: QuestionKind, requests) -> list:
         with self._timed():
-            return self.inner.score_points(requests)
+            return getattr(self.inner, kind.method)(requests)
 
-    async def _ajudge_pairs(self, requests):
+    async def _aask(self, kind: QuestionKind, requests) -> list:
         with self._timed():
-            return await self.inner.ajudge_pairs(requests)
-
-    async def _ascore_points(self, requests):
-        with self._timed():
-            return await self.inner.ascore_points(requests)
+            return await getattr(self.inner, kind.amethod)(requests)
 
     def _counters(self) -> dict[str, float]:
         stats = self.stats

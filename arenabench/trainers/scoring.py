@@ -24,7 +24,9 @@ from typing import Any
 from arenabench import rewards
 from arenabench.advantages import DEFAULT_MAX_FAILED_SHARE, is_masked, mask_unreliable
 from arenabench.engine import Engine, build_engine
+from arenabench.judges.accounting import KindMethods
 from arenabench.judges.stack import JudgeStack
+from arenabench.kinds import QuestionKind
 from arenabench.registry import unknown_message
 from arenabench.types import content_hash
 
@@ -90,18 +92,16 @@ def judge_stack(cfg: Mapping[str, Any]) -> tuple[JudgeStack, str | None]:
     return JudgeStack.from_config(cfg, key_extra=key_extra), quality
 
 
-class _Bare:
+class _Bare(KindMethods):
     """A judge without accounting (``stats``), e.g. :class:`~arenabench.judges.FailingJudge`,
-    in the place of a :class:`JudgeStack`: no per-step stack metrics."""
+    in the place of a :class:`JudgeStack`: every question kind it answers, no per-step stack
+    metrics."""
 
     def __init__(self, base):
-        self.base = base
+        self.base = self.inner = base
 
-    def judge_pairs(self, requests):
-        return self.base.judge_pairs(requests)
-
-    def score_points(self, requests):
-        return self.base.score_points(requests)
+    def _ask(self, kind: QuestionKind, requests) -> list:
+        return getattr(self.base, kind.method)(requests)
 
     def step_metrics(self) -> dict[str, float]:
         return {}
