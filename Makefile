@@ -30,9 +30,9 @@ DEMO_URI := sqlite:///$(DEMO)/mlflow.db
 # the published tables pool seeds 0-9 (conf/experiment/*.yaml); the demo runs 5
 DEMO_SEEDS ?= 0,1,2,3,4
 DEMO_ARGS ?=  # extra overrides for both sweeps, e.g. a smoke run: make demo DEMO_SEEDS=0 DEMO_ARGS="steps=5"
-demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds) -> results/demo/ (store, logs, tables) + a reproduction check vs results/train/ (~9 min on 2 cores once .venv exists: measured 8 min 42 s; docs/performance.md)
+demo: $(VENV)/.base  ## warm-start CPU sweeps table2 + snr_dynamics (5 seeds) -> results/demo/ (store, logs, tables) + a reproduction check vs results/train/ (~11 min on 2 cores once .venv exists: measured 8 min 42 s before table2 gained its two listwise arms; docs/performance.md)
 	mkdir -p $(DEMO)
-	@echo "demo 1/2: table2 (50 jobs)"
+	@echo "demo 1/2: table2 (60 jobs)"
 	$(PY) -m arenabench.train -m experiment=table2 tracking.uri=$(DEMO_URI) progress=false hydra.sweep.dir=$(DEMO)/hydra/table2 seed=$(DEMO_SEEDS) $(DEMO_ARGS)
 	@echo "demo 2/2: snr_dynamics (15 jobs)"
 	$(PY) -m arenabench.train -m experiment=snr_dynamics tracking.uri=$(DEMO_URI) progress=false hydra.sweep.dir=$(DEMO)/hydra/snr_dynamics seed=$(DEMO_SEEDS) $(DEMO_ARGS)

@@ -291,10 +291,16 @@ class OrdinalJudge(JudgeAccounting):
         return [PairJudgment(float(a), float(1.0 - a), float(p)) for a, p in zip(sa, pa, strict=True)]
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float]:
-        return self._answer(self._score_points, requests)
+        out = self._answer(self._score_points, requests)
+        if self.tokens is not None:
+            self.tokens.charge_points(self.stats, requests, out)
+        return out
 
     def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment]:
-        return self._answer(self._rank_lists, requests)
+        out = self._answer(self._rank_lists, requests)
+        if self.tokens is not None:
+            self.tokens.charge_ranks(self.stats, requests, out)
+        return out
 
     def _rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment]:
         out: list = [None] * len(requests)

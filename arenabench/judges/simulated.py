@@ -505,10 +505,16 @@ class SimulatedJudge(JudgeAccounting):
         return [PairJudgment(a, b, p) for a, b, p in zip(sa.tolist(), sb.tolist(), pa.tolist(), strict=True)]
 
     def score_points(self, requests: Sequence[PointRequest]) -> list[float | JudgeFailure]:
-        return self._answer(self._score_points, requests)
+        out = self._answer(self._score_points, requests)
+        if self.tokens is not None:
+            self.tokens.charge_points(self.stats, requests, out)
+        return out
 
     def rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment | JudgeFailure]:
-        return self._answer(self._rank_lists, requests)
+        out = self._answer(self._rank_lists, requests)
+        if self.tokens is not None:
+            self.tokens.charge_ranks(self.stats, requests, out)
+        return out
 
     def _rank_lists(self, requests: Sequence[RankRequest]) -> list[RankJudgment]:
         """Plackett–Luce rankings (module docstring, "Listwise"), a batch of one length at a time."""
