@@ -12,6 +12,12 @@ with ``F = FAULTS`` below. Each digest covers, per step, every group's rewards, 
 ranks (float hex), its counters and flags, the step's engine stats and comparison health, the
 judge stack's step metrics (tokens prompt / cached / completion, cache counters) and the probe's
 numbers. A change that alters any of them must say so and re-record them the same way.
+
+Re-recorded once since (issue 41 item 4, 2026-12-06): table2 gained the ``listwise`` and
+``kwise_knockout`` arms, and the simulated judges now bill their pointwise requests
+(``PromptTokens.charge_points``; the SNR probe scores every arm's groups pointwise, so every digest's
+token counters moved). With ``charge_points`` made a no-op the eight earlier arms' digests equal the
+previous values exactly (checked when re-recording): nothing but the token counters changed.
 """
 
 from __future__ import annotations
@@ -28,24 +34,28 @@ from benchmarks import step_cpu
 FAULTS = {"rate": 0.2, "seed": 0, "kinds": ["raise", "malformed", "nan"], "timeout_s": 0}
 
 PLAIN = {
-    "pointwise": "c7c2981fbecddc3a",
-    "anchor": "4159c29314b278fc",
-    "round_robin": "8c1d490327afb77e",
-    "seeded_single_elim": "ce9a4400d5899239",
-    "double_elim": "a5ebff9d5542c735",
-    "swiss": "69375f3188ea1973",
-    "pointwise_rank": "97cabf7a4bca25b0",
-    "pointwise_budget": "49651aab99b7f7f4",
+    "pointwise": "8a484a7b855815d5",
+    "anchor": "19627d671a4a8ab4",
+    "round_robin": "41ad4619438bf086",
+    "seeded_single_elim": "389dd4d51ba49189",
+    "double_elim": "e6a0e2bceb78c4c6",
+    "swiss": "965ab6e1046acb47",
+    "listwise": "d85e9c621e85920f",
+    "kwise_knockout": "4f4a2879b07c7979",
+    "pointwise_rank": "c3edbbdad2618356",
+    "pointwise_budget": "278bc9f4828678c6",
 }
 WITH_FAULTS = {
-    "pointwise": "05e4cf94c7a110b6",
-    "anchor": "0468cb4e33e0e9f4",
-    "round_robin": "f18a21d4abaaee77",
-    "seeded_single_elim": "4abc7e6a91aeae69",
-    "double_elim": "920d0bfabf7e51e7",
-    "swiss": "5407fbce5c02d611",
-    "pointwise_rank": "23fcbec98054608f",
-    "pointwise_budget": "3728a7f4f8b950af",
+    "pointwise": "125076786a31b620",
+    "anchor": "985799e75f0bd6e2",
+    "round_robin": "92b006f675625711",
+    "seeded_single_elim": "9b270e886aae7c4a",
+    "double_elim": "190cb51668a5cf52",
+    "swiss": "caea05a949636827",
+    "listwise": "678911bb14591a2e",
+    "kwise_knockout": "200a7eb0fbd2bdb2",
+    "pointwise_rank": "b1e03166031d3c0b",
+    "pointwise_budget": "126e4e646c211fe9",
 }
 
 

@@ -141,7 +141,7 @@ def test_fitted_judge_rewards_are_bit_identical_with_and_without_counting(spec):
     for a, b in zip(on.results, off.results, strict=True):
         assert a.reward.tobytes() == b.reward.tobytes() and a.advantage.tobytes() == b.advantage.tobytes()
     assert m_off["judge_prompt_tokens"] == m_off["judge_completion_tokens"] == 0
-    assert (m_on["judge_prompt_tokens"] > 0) == (spec != "pointwise")  # pointwise sends no prompt
+    assert m_on["judge_prompt_tokens"] > 0  # pointwise too: its scoring prompt (issue 41 item 4)
 
 
 def test_plain_words_count_as_their_pre_tokens_exactly():
