@@ -191,7 +191,8 @@ def write(rows: pd.DataFrame, ladder: pd.DataFrame, cfg: Config, out: Path, comm
     body.append(
         f"Per N: the configuration is chosen on {cfg.pick_groups} simulated groups (seed {cfg.seed}), its τ "
         f"reported on {cfg.groups} others (seed {cfg.seed + 1}); N = 16 under {', '.join(cfg.judges_16)}. "
-        "*tokens* = prefill + decode per group (the tiny BPE; a production tokenizer counts fewer, the ratios carry over). ± = 95% CI half-width over groups."
+        "*tokens* = prefill + decode per group (the tiny BPE; a production tokenizer counts fewer, "
+        "the ratios carry over). ± = 95% CI half-width over groups."
     )
     for (jn, n), d in rows.groupby(["judge", "group_size"], sort=False):
         lad = ladder[(ladder.judge == jn) & (ladder.group_size == n)]
