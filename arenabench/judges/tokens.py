@@ -47,7 +47,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from arenabench.judges.prompts import (
     POINT_SCALE,
@@ -251,13 +251,18 @@ class PromptTokens:
         """Add a text-free judge's answered batch to its ``stats``: each request's prefill and
         ideal-cache share, and the assumed reply for its verdict (a request an LLM judge fails
         before sending, e.g. a rubric's missing reference, costs nothing)."""
+        self._bill(stats, self.prefill_batch(requests), (self.decode(v.score_a, v.score_b) for v in replies))
+
+    @staticmethod
+    def _bill(stats: dict, sent: Iterable[tuple[int, int] | None], decoded: Iterable[int]) -> None:
+        """Add requests' (prefill, cached) and decode tokens to ``stats``, skipping the unsent (None)."""
         prompt = cached = completion = 0  # integers: summed first, the same totals
-        for sent, verdict in zip(self.prefill_batch(requests), replies, strict=True):
-            if sent is None:
+        for s, d in zip(sent, decoded, strict=True):
+            if s is None:
                 continue
-            prompt += sent[0]
-            cached += sent[1]
-            completion += self.decode(verdict.score_a, verdict.score_b)
+            prompt += s[0]
+            cached += s[1]
+            completion += d
         stats["prompt_tokens"] += prompt
         stats["cached_prompt_tokens"] += cached
         stats["completion_tokens"] += completion
@@ -374,17 +379,7 @@ class PromptTokens:
         self, stats: dict, requests: Sequence[RankRequest], replies: Sequence[RankJudgment]
     ) -> None:
         """:meth:`charge` for a text-free judge's answered batch of ranking requests."""
-        prompt = cached = completion = 0
-        for req, judgment in zip(requests, replies, strict=True):
-            sent = self.rank_prefill(req)
-            if sent is None:
-                continue
-            prompt += sent[0]
-            cached += sent[1]
-            completion += self.rank_decode(judgment.scores)
-        stats["prompt_tokens"] += prompt
-        stats["cached_prompt_tokens"] += cached
-        stats["completion_tokens"] += completion
+        self._bill(stats, map(self.rank_prefill, requests), (self.rank_decode(j.scores) for j in replies))
 
     # -- pointwise requests: one trajectory per prompt ----------------------------------------------
 
@@ -404,17 +399,7 @@ class PromptTokens:
 
     def charge_points(self, stats: dict, requests: Sequence[PointRequest], replies: Sequence[float]) -> None:
         """:meth:`charge` for a text-free judge's answered batch of pointwise requests."""
-        prompt = cached = completion = 0
-        for req, score in zip(requests, replies, strict=True):
-            sent = self.point_prefill(req)
-            if sent is None:
-                continue
-            prompt += sent[0]
-            cached += sent[1]
-            completion += self.point_decode(score)
-        stats["prompt_tokens"] += prompt
-        stats["cached_prompt_tokens"] += cached
-        stats["completion_tokens"] += completion
+        self._bill(stats, map(self.point_prefill, requests), map(self.point_decode, replies))
 
 
 def prompt_tokens(tokenizer: str | None = "tiny-bpe", rubric: str = "open_writing") -> PromptTokens | None:
