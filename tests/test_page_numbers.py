@@ -144,6 +144,10 @@ def PT2(judge: str, arm: str, col: str) -> Callable[[], float]:  # noqa: N802 (a
     return persist("table2", col, judge=judge, arm=arm, experiment=f"table2_{judge}")
 
 
+def PT2H(judge: str, arm: str, col: str) -> Callable[[], float]:  # noqa: N802 (the hard task's PT2)
+    return persist("table2", col, judge=judge, arm=arm, experiment=f"table2_hard_{judge}")
+
+
 def per_seed_gain(experiment: str, arm: str, base: str = "pointwise", how: str = "min"):
     """Min or max over seeds of the arm's final sampled quality minus the baseline's, same seed."""
 
@@ -360,6 +364,28 @@ QUOTES = [
         + [jt("chatgpt_llmbar", "seeded_single_elim", "d_final")]
         + [PT2("chatgpt_llmbar_persistent", "seeded_single_elim", c) for c in D3]
         + [PT2(j, "anchor", c) for j in ("gpt4_llmbar_persistent", "chatgpt_llmbar_persistent") for c in D3],
+    ),
+    Quote(
+        "README.md",
+        "under the fresh-error fits every topology gains {} … {} over pointwise and anchor trails "
+        "round-robin by {} (GPT-4) and {} (ChatGPT); under ChatGPT's persistent fit the gains fall "
+        "(anchor {}, round-robin {}) and round-robin, seeded single-elim and Swiss beat anchor by {} … {}:",
+        [
+            over(
+                how,
+                *(PT2H(j, a, "d_pointwise") for j in ("gpt4_llmbar", "chatgpt_llmbar") for a in TOURNAMENTS),
+            )
+            for how in ("min", "max")
+        ]
+        + [PT2H(j, "round_robin", "d_anchor") for j in ("gpt4_llmbar", "chatgpt_llmbar")]
+        + [PT2H("chatgpt_llmbar_persistent", a, "d_pointwise") for a in ("anchor", "round_robin")]
+        + [
+            over(
+                how,
+                *(PT2H("chatgpt_llmbar_persistent", a, "d_anchor") for a in TOURNAMENTS[1:3] + ("swiss",)),
+            )
+            for how in ("min", "max")
+        ],
     ),
     Quote(
         "README.md",
@@ -1036,3 +1062,14 @@ def readme_time(target: str) -> str:
 @pytest.mark.parametrize("target", ["demo", "test", "experiments", "tables", "soak", "bench-sweep"])
 def test_readme_and_makefile_state_the_same_time(target):
     assert readme_time(target) == makefile_time(target)
+
+
+def test_readme_states_the_order_tests_verdicts():
+    """'its SE > DE holds too, its DE > Swiss does not' (README, the hard task under ChatGPT's
+    persistent fit) against results/judges/persistence_order.csv; and anchor last."""
+    d = csv("results/judges/persistence_order.csv").set_index(["experiment", "better", "worse"])
+    exp = "table2_hard_chatgpt_llmbar_persistent"
+    assert d.loc[(exp, "seeded_single_elim", "double_elim"), "verdict"] == "agrees"
+    assert d.loc[(exp, "double_elim", "swiss"), "verdict"] == "contradicts"
+    assert d.loc[(exp, "swiss", "anchor"), "verdict"] == "agrees"
+    assert "its SE > DE holds too, its DE > Swiss does not" in normalize(page("README.md"))
