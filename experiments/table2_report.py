@@ -136,6 +136,16 @@ PERSISTENT_CAVEAT = (
     "responses sit on the judge's scale (`judge.quality_map=start`), and on task=hackable that one SD of "
     "the filler feature counts as one SD of log length. The judge-free arms are not rerun per judge."
 )
+# arms that ask the judge to rank more than two at once (issue 41): their judge is the simulator's
+# listwise model, which no recorded listwise judgment calibrates
+LISTWISE_ARMS = {"listwise", "kwise_knockout"}
+LISTWISE_NOTE = (
+    " **Listwise arms.** `listwise` (RULER: one ranking call per group) and `kwise_knockout` "
+    "(Tournament-GRPO: k-wise knockout, k = 4) are judged by the simulator's listwise model "
+    "(Plackett–Luce on the judge's view of each response, with per-call noise and a primacy bias "
+    "that grow with the list's length; docs/judges.md): an assumption, calibrated by no recorded "
+    "listwise judgment. Their rows say what a judge whose ranking noise grows that way would give."
+)
 PRIMARY_WHY = (
     f"Primary metric: final `{PRIMARY}` — the mean true quality of 16 samples at T = 1 per prompt on "
     "all 32 prompts (a fixed generator, the same draws for every arm): the policy's expected quality, "
@@ -479,7 +489,7 @@ def header(experiment: str, info: dict, out: str, extra_cmd: str = "") -> list[s
         f"`python experiments/table2_report.py --out {out} --experiments {experiment}`; design and "
         f"budget: `conf/experiment/{design}.yaml`.",
         "",
-        caveat,
+        caveat + (LISTWISE_NOTE if set(info["arms"]) & LISTWISE_ARMS else ""),
         "",
         PRIMARY_WHY,
         "",
