@@ -115,10 +115,16 @@ def test_exception_fails_the_run_and_keeps_earlier_metrics(store):
 
 
 def test_ctrl_c_closes_the_run_as_killed(store):
-    with pytest.raises(KeyboardInterrupt), Tracker("int", uri=store) as t:
-        t.log_metrics({"q": 1.0}, step=0)
-        os.kill(os.getpid(), signal.SIGINT)  # Python's own handler: KeyboardInterrupt
-        time.sleep(5)
+    # Python's own SIGINT handler, as in a terminal: a shell starts background jobs with SIGINT
+    # ignored, and a test run launched that way would otherwise never see the signal
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), Tracker("int", uri=store) as t:
+            t.log_metrics({"q": 1.0}, step=0)
+            os.kill(os.getpid(), signal.SIGINT)  # Python's own handler: KeyboardInterrupt
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, before)
     client = MlflowClient(tracking_uri=store)
     assert client.get_run(t.run_id).info.status == "KILLED"
     assert history(client, t.run_id, "q") == [(0, 1.0)]
