@@ -347,6 +347,8 @@ JUDGE_NAMES = {
     "gpt4_llmbar": "judge fitted to GPT-4 on LLMBar",
     "chatgpt_llmbar": "judge fitted to ChatGPT on LLMBar",
     "gpt4turbo_mtbench": "judge fitted to GPT-4-Turbo on MT-bench",
+    "gpt4_llmbar_persistent": "judge fitted to GPT-4 on LLMBar, with persistent and length error",
+    "chatgpt_llmbar_persistent": "judge fitted to ChatGPT on LLMBar, with persistent and length error",
 }
 
 

@@ -180,6 +180,20 @@ def equal_tokens(df: pd.DataFrame, levels: int) -> list[dict]:
     return out
 
 
+READ = (
+    "**How to read it.** Two assumptions shape the listwise and k-wise rows more than any measurement: "
+    "(1) a listwise call's noise is the pair judge's own comparison noise, growing 10% per item beyond "
+    "two (`listwise_noise_growth`), and (2) it returns a full order drawn from the judge's continuous "
+    "views, where the fitted pair judges answer forced-choice or tie verdicts on an integer grid and "
+    "score on it. So one call carries up to k − 1 comparisons' information at near a pair's noise; "
+    "that is why listwise leads at small budgets, and why its lead shrinks as k grows (N = 16). "
+    "k-wise knockout ranks by elimination round, so most of a group shares a rank: its τ is low by "
+    "construction, whatever the judge. Pointwise votes add nothing under the fitted judges: they "
+    "re-score at temperature 0 (re-judge share 0). Under the persistent fits every family is capped "
+    "by the error that repeats across calls, and more calls or comparisons stop helping."
+)
+
+
 def _cell(tau: float, half: float) -> str:
     return "—" if math.isnan(tau) else f"{tau:.3f} ± {half:.3f}"
 
@@ -194,6 +208,7 @@ def write(rows: pd.DataFrame, ladder: pd.DataFrame, cfg: Config, out: Path, comm
         "*tokens* = prefill + decode per group (the tiny BPE; a production tokenizer counts fewer, "
         "the ratios carry over). ± = 95% CI half-width over groups."
     )
+    body += ["", READ]
     for (jn, n), d in rows.groupby(["judge", "group_size"], sort=False):
         lad = ladder[(ladder.judge == jn) & (ladder.group_size == n)]
         body += ["", f"## {reporting.judge_name(jn)}, N = {n}", "", "### At equal tokens", ""]
@@ -235,6 +250,11 @@ def plot(rows: pd.DataFrame, path: Path, cfg: Config) -> None:
         for b, jn in enumerate(js):
             ax = axes[a][b]
             d = rows[(rows.judge == jn) & (rows.group_size == n)]
+            if d.empty:
+                ax.set_axis_off()
+                ax.text(0.5, 0.5, f"{reporting.judge_name(jn)}\nN = {n}: not run (time)", ha="center",
+                        va="center", fontsize=8, wrap=True, transform=ax.transAxes)  # fmt: skip
+                continue
             for family in FAMILIES:
                 f = d[d.family == family].sort_values("tokens")
                 if f.empty:
@@ -245,7 +265,7 @@ def plot(rows: pd.DataFrame, path: Path, cfg: Config) -> None:
                 front = f[f["kendall_tau"] >= f["kendall_tau"].cummax()]  # the family's own frontier
                 ax.plot(front["tokens"], front["kendall_tau"], color=c, lw=1)
             ax.set_xscale("log")
-            ax.set_title(f"{reporting.judge_name(jn)}\nN = {n}", fontsize=8)
+            ax.set_title(reporting.judge_name(jn).replace(", with", ",\nwith") + f", N = {n}", fontsize=8)
             ax.set_xlabel("judge tokens per group (prefill + decode, tiny BPE)", fontsize=7)
             ax.set_ylabel(reporting.metric_label("kendall_tau") + " (95% CI)", fontsize=7)
             ax.tick_params(labelsize=7)
@@ -264,10 +284,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results/tokens")
     ap.add_argument("--quick", action="store_true", help="N = 8, 16 groups, calibrated only (a smoke run)")
     ap.add_argument("--groups", type=int, default=Config.groups)
+    ap.add_argument("--replot", action="store_true", help="only redraw the PNG from <out>/token_frontier.csv")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else Config(groups=args.groups)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.replot:
+        plot(pd.read_csv(out / "token_frontier.csv"), out / "token_frontier.png", cfg)
+        return 0
     rows, ladder = run(cfg)
     write(rows, ladder, cfg, out, "python experiments/token_frontier.py " + " ".join(argv or sys.argv[1:]))
     print(f"wrote {out / 'token_frontier.md'}")

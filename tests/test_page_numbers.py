@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NUM = r"([+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
+NUM = r"([+-]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?)"  # 39,307: thousands separated
 
 
 @cache
@@ -46,7 +46,9 @@ def csv(name: str) -> pd.DataFrame:
 
 
 def shown_equals(shown: str, value: float) -> bool:
-    """``shown`` (as printed) is ``value`` rounded to the decimals ``shown`` has."""
+    """``shown`` (as printed, thousands separators allowed) is ``value`` rounded to the decimals
+    ``shown`` has."""
+    shown = shown.replace(",", "")
     if "e" in shown.lower():  # 4e-4: one significant digit
         mant, exp = shown.lower().split("e")
         decimals = len(mant.split(".")[1]) if "." in mant else 0
@@ -146,6 +148,18 @@ def PT2(judge: str, arm: str, col: str) -> Callable[[], float]:  # noqa: N802 (a
 
 def PT2H(judge: str, arm: str, col: str) -> Callable[[], float]:  # noqa: N802 (the hard task's PT2)
     return persist("table2", col, judge=judge, arm=arm, experiment=f"table2_hard_{judge}")
+
+
+def tf(judge: str, n: int, constructor: str, col: str) -> Callable[[], float]:
+    """A value of results/tokens/token_frontier.csv (experiments/token_frontier.py)."""
+
+    def get() -> float:
+        d = csv("results/tokens/token_frontier.csv")
+        row = d[(d["judge"] == judge) & (d["group_size"] == n) & (d["constructor"] == constructor)]
+        assert len(row) == 1, (judge, n, constructor)
+        return float(row[col].iloc[0])
+
+    return get
 
 
 def per_seed_gain(experiment: str, arm: str, base: str = "pointwise", how: str = "min"):
@@ -386,6 +400,16 @@ QUOTES = [
             )
             for how in ("min", "max")
         ],
+    ),
+    Quote(
+        "README.md",
+        "one listwise call per group (RULER) costs {} tokens at N = 8 against round-robin's {}, and at N = 8",
+        [tf("calibrated", 8, "listwise:calls=1", "tokens"), tf("calibrated", 8, "round_robin", "tokens")],
+    ),
+    Quote(
+        "README.md",
+        "at N = 16 round-robin overtakes it (τ {} vs {}, calibrated judge)",
+        [tf("calibrated", 16, c, "kendall_tau") for c in ("round_robin", "listwise:calls=16")],
     ),
     Quote(
         "README.md",
@@ -1073,3 +1097,17 @@ def test_readme_states_the_order_tests_verdicts():
     assert d.loc[(exp, "double_elim", "swiss"), "verdict"] == "contradicts"
     assert d.loc[(exp, "swiss", "anchor"), "verdict"] == "agrees"
     assert "its SE > DE holds too, its DE > Swiss does not" in normalize(page("README.md"))
+
+
+def test_readme_listwise_sentence_matches_the_token_frontier():
+    """'at N = 8 no family beats listwise at any token budget under any of five judges (beyond its 95%
+    CI)' against results/tokens/token_frontier_equal.csv (experiments/token_frontier.py)."""
+    e = csv("results/tokens/token_frontier_equal.csv")
+    e8 = e[e["group_size"] == 8]
+    assert e8["judge"].nunique() == 5
+    others = e8[["pointwise_tau", "kwise_tau", "pairwise_tau"]].max(axis=1)  # NaN-skipping: what fits
+    assert ((e8["listwise_tau"] + e8["listwise_ci95"] >= others) | others.isna()).all()
+    assert (
+        "no family beats listwise at any token budget under any of five judges (beyond its 95% CI)"
+        in normalize(page("README.md"))
+    )
