@@ -284,13 +284,25 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results/tokens")
     ap.add_argument("--quick", action="store_true", help="N = 8, 16 groups, calibrated only (a smoke run)")
     ap.add_argument("--groups", type=int, default=Config.groups)
-    ap.add_argument("--replot", action="store_true", help="only redraw the PNG from <out>/token_frontier.csv")
+    ap.add_argument(
+        "--replot",
+        action="store_true",
+        help="only rewrite the page and the PNG from <out>/token_frontier*.csv",
+    )
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else Config(groups=args.groups)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.replot:
-        plot(pd.read_csv(out / "token_frontier.csv"), out / "token_frontier.png", cfg)
+        rows, ladder = pd.read_csv(out / "token_frontier.csv"), pd.read_csv(out / "token_frontier_equal.csv")
+        ladder[list(FAMILIES)] = ladder[list(FAMILIES)].fillna("")
+        write(
+            rows,
+            ladder,
+            cfg,
+            out,
+            f"python experiments/token_frontier.py --out {out}` (page redrawn by `--replot`)",
+        )
         return 0
     rows, ladder = run(cfg)
     write(rows, ladder, cfg, out, "python experiments/token_frontier.py " + " ".join(argv or sys.argv[1:]))
