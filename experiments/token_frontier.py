@@ -301,7 +301,8 @@ def main(argv=None) -> int:
             ladder,
             cfg,
             out,
-            f"python experiments/token_frontier.py --out {out}` (page redrawn by `--replot",
+            f"python experiments/token_frontier.py --out {out}`; page redrawn by "
+            f"`python experiments/token_frontier.py --replot --out {out}",
         )
         return 0
     rows, ladder = run(cfg)
