@@ -149,3 +149,21 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def pytest_report_header(config):
+    """The CPU's SIMD level in every test log (issue 40: results must not depend on it), so a failing
+    run on another machine says which kernels numpy and ATen could pick there."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as cpu
+    except ImportError:  # numpy < 2
+        return None
+    top = [f for f in ("AVX512_SPR", "AVX512_ICL", "AVX512_SKX", "AVX512F", "AVX2", "SSE42") if cpu.get(f)]
+    import os
+
+    pins = {
+        k: os.environ[k]
+        for k in ("ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "MKL_CBWR")
+        if k in os.environ
+    }
+    return f"cpu: numpy dispatch up to {top[0] if top else 'baseline'}; pinned: {pins or 'nothing'}"
