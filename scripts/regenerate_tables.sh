@@ -18,7 +18,7 @@ GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4,5,6,7,8,9}
 # the sweep dir's last part: a new name reruns a stage as a new sweep (the report reads the latest),
 # e.g. after a rule change at a new commit (a rerun into the same sweep would repeat its seeds)
 SWEEP=${SWEEP:-tables}
-STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc persistent_table2 persistent_table2_hard fresh_table2_hard hacking"}
+STAGES=${STAGES:-"table2 judges_table2 snr_dynamics group_size judges_group_size reasoning_arena table2_imperfect table2_hard rrc persistent_table2 persistent_table2_hard fresh_table2_hard share0_table2_hard hacking"}
 # one fixed sweep dir (= the runs' sweep id) per experiment name: a killed stage restarted with the
 # same command at the same commit re-runs only what did not finish (tracking.skip_finished matches
 # config and commit), and the report (latest sweep) still sees every run
@@ -52,6 +52,13 @@ for stage in $STAGES; do
         f=${j%_persistent}
         train "table2_hard_$f" experiment=table2_hard judge="$f" name="table2_hard_$f" reward="$JUDGE_ARMS"
       done ;;
+    share0_table2_hard)  # persistence alone: ChatGPT's persistent fit with its error made fresh at the
+      # same per-comparison error SD, sqrt(pair_noise^2 + 2 persistent_sd^2) = sqrt(0.664861^2 +
+      # 2 * 0.640708^2) (a comparison's difference carries both responses' persistent draws), its
+      # position bias, point noise and grid unchanged
+      train "table2_hard_chatgpt_share0" experiment=table2_hard judge=chatgpt_llmbar_persistent \
+        name=table2_hard_chatgpt_share0 judge.persistent_sd=0.0 judge.pair_noise=1.123857 \
+        reward=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss ;;
     hacking)  # issue 39: task=hackable under each judge's fitted length coefficient
       for j in $PERSISTENT; do
         train "hacking_$j" experiment=hacking judge="$j" name="hacking_$j"
