@@ -165,7 +165,7 @@ def test_report_writes_tables_with_paired_stats_and_pngs(store, tmp_path):
     assert oracle[3].strip() == "0.0" and oracle[4].strip() == "0"  # judge calls, tokens per step
     assert oracle[6].strip().startswith(("+", "-")) and "[" in oracle[6]  # Δ final with a CI
     pw = next(r for r in rows if r.startswith("| `pointwise`")).split("|")
-    assert pw[4].strip() == "—"  # pointwise requests count no tokens: not shown as 0
+    assert float(pw[4].replace(",", "")) > 0  # pointwise requests: the scoring prompt (issue 41)
     rr = next(r for r in rows if r.startswith("| `seeded_single_elim`")).split("|")
     assert float(rr[4].replace(",", "")) > 0  # pairwise requests: the tokens a real judge is sent
     pngs = ("paired_diff", "frontier", "frontier_tokens", "curves", "collapse", "snr", "entropy")

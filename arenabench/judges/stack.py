@@ -94,6 +94,7 @@ class JudgeStack(WrapperStats):
             judge = self.cached
         self.inner = judge  # the outermost layer: what the engine's calls go through
         self.latencies: list[float] = []
+        self._unbilled = dict.fromkeys(_STEP_COUNTERS.values(), 0.0)  # moved by unbilled() requests
         self._last = self._counters()
 
     @classmethod
@@ -125,7 +126,22 @@ class JudgeStack(WrapperStats):
 
     def _counters(self) -> dict[str, float]:
         stats = self.stats
-        return {name: float(stats[key]) for key, name in _STEP_COUNTERS.items()}
+        return {
+            name: float(stats[key]) - self._unbilled.get(name, 0.0) for key, name in _STEP_COUNTERS.items()
+        }
+
+    @contextlib.contextmanager
+    def unbilled(self):
+        """Leave what the judge does inside out of this stack's step and total counters: a
+        diagnostic's requests to the bare judge (the trainer's SNR probe re-scores a few responses
+        every step) are no part of what a constructor's rewards cost."""
+        before = self._counters()
+        try:
+            yield
+        finally:
+            after = self._counters()
+            for k in after:
+                self._unbilled[k] += after[k] - before[k]
 
     def step_metrics(self) -> dict[str, float]:
         """This step's cache hits/misses, tokens (prefill, prefix-cached prefill, decode; see

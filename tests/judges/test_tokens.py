@@ -188,3 +188,19 @@ def test_pointwise_prefill_is_the_whole_prompt_and_caches_what_repeats():
     PromptTokens().charge_points(stats, reqs[:2], [0.5, 0.25])
     assert stats["prompt_tokens"] == got[0][0] + got[1][0]
     assert stats["completion_tokens"] == pt.point_decode(0.5) + pt.point_decode(0.25)
+
+
+def test_unbilled_requests_stay_out_of_the_stacks_counters():
+    """The trainer's SNR probe re-scores responses on the bare judge inside ``stack.unbilled()``:
+    its tokens are no part of a constructor's bill (step and total counters), what the stack sends
+    afterwards is."""
+    stack = JudgeStack(judges.get("calibrated"))
+    reqs = [PointRequest("q", Trajectory("a", "t1 t2 t3", meta={"quality": 0.5}))]
+    with stack.unbilled():
+        stack.base.score_points(reqs)
+    assert stack.base.stats["prompt_tokens"] > 0  # the judge did count them ...
+    m = stack.step_metrics()
+    assert m["judge_prompt_tokens"] == m["judge_prompt_tokens_total"] == 0  # ... the bill does not
+    stack.score_points(reqs)
+    m = stack.step_metrics()
+    assert m["judge_prompt_tokens"] == m["judge_prompt_tokens_total"] > 0

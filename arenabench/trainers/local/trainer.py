@@ -235,7 +235,8 @@ def seed_metrics(
     (loss, stats)), the seed's cumulative judge counters, the stack's and the engine output's
     (``out``) counts of this step, the sampling policy's ``entropy`` and ``wall`` time."""
     q = np.array([t.meta["quality"] for g in groups for t in g.trajectories])
-    probe = pointwise_snr(r.judge, groups, r.rng, r.rc.probe_size, r.rc.probe_repeats)
+    with r.stack.unbilled():  # the probe's requests are no part of the rewards' cost
+        probe = pointwise_snr(r.judge, groups, r.rng, r.rc.probe_size, r.rc.probe_repeats)
     value, stats = loss
     metrics = {
         "quality_mean": float(q.mean()),
