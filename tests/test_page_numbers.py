@@ -356,6 +356,18 @@ QUOTES = [
     ),
     Quote(
         "README.md",
+        "gains too: k-wise knockout {} [{}, {}] at {} judge calls per step (seeded single-elimination {} "
+        "at {}), one listwise call per group {} [{}, {}] at {}.",
+        [jt("calibrated", "kwise_knockout", c) for c in ("d_final", "d_final_lo", "d_final_hi")]
+        + [jt("calibrated", "kwise_knockout", "judge_calls_per_step")]
+        + [jt("calibrated", "seeded_single_elim", c) for c in ("d_final", "judge_calls_per_step")]
+        + [
+            jt("calibrated", "listwise", c)
+            for c in ("d_final", "d_final_lo", "d_final_hi", "judge_calls_per_step")
+        ],
+    ),
+    Quote(
+        "README.md",
         "anchor matches seeded single-elimination at {}% of its judge calls",
         [ratio(calls("table2", "anchor"), calls("table2", "seeded_single_elim"))],
     ),
