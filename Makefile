@@ -64,7 +64,7 @@ experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_s
 # 0-9, then table2 and group_size under each fitted judge, then the persistence stages (issue 39);
 # reports to results/train/, the judge x constructor table to results/judges/train.md and the
 # persistence report (~170 min on 2 cores shared with other work, 2026-12-06: the nine original
-# stages measured 82 min; the persistence stages about 90 more, of which the three hard-task stages
+# stages measured 79 min; the persistence stages about 90 more, of which the three hard-task stages
 # measured 21, 36 and 9 min; STAGES=... a subset)
 tables: $(VENV)/.base  ## regenerate every published sweep (10 seeds) + per-judge reruns -> results/mlflow.db, results/train/, results/judges/train.md
 	PY=$(PY) scripts/regenerate_tables.sh
