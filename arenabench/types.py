@@ -223,8 +223,9 @@ class RankJudgment:
         each tier a sequence of positions the judge tied (a strict order: one position a tier),
         covering each of the ``k`` positions exactly once. Each item gets the number of items
         ranked below it, tied items the mean of their positions' points: ``[[2], [0, 1], [3]]``
-        → ``(1.5, 1.5, 3.0, 0.0)``. The one place this convention is computed (the LLM parser
-        and the simulated judges both call it); a bad cover is a ``ValueError``."""
+        → ``(1.5, 1.5, 3.0, 0.0)``. The LLM parser calls it; the simulated judges compute the same
+        convention vectorized from their draws (``judges.simulated.ranked_below``; a test holds
+        the two equal); a bad cover is a ``ValueError``."""
         scores = [math.nan] * k
         below = k  # the items ranked at or below the next tier's first position
         for tier in tiers:

@@ -160,7 +160,8 @@ class ListwiseModel:
 
 def ranked_below(u: np.ndarray) -> np.ndarray:
     """Per row of ``u`` (higher = better), each entry's number of entries below it, an equal entry
-    counting ½ (two tied at the top of 3: 1.5 each)."""
+    counting ½ (two tied at the top of 3: 1.5 each): ``types.RankJudgment.from_order``'s
+    convention, vectorized over a batch of draws."""
     below = (u[:, None, :] < u[:, :, None]).sum(axis=2)
     equal = (u[:, None, :] == u[:, :, None]).sum(axis=2) - 1
     return below + 0.5 * equal

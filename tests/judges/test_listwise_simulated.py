@@ -152,3 +152,15 @@ def test_listwise_options_enter_a_judges_cache_identity():
     assert "listwise" not in repr(OrdinalJudge())
     assert "listwise=ListwiseModel(noise=0.3," in repr(OrdinalJudge(listwise_noise=0.3))
     assert "listwise_noise_growth" in cache_identity(SimulatedJudge("calibrated"))[0]
+
+
+def test_the_vectorized_points_equal_the_one_convention():
+    """``simulated.ranked_below`` (the simulated judges' batch form) gives exactly what
+    ``RankJudgment.from_order`` (the LLM parser's) gives for the same order, ties included."""
+    from arenabench.judges.simulated import ranked_below
+
+    rng = np.random.default_rng(0)
+    u = rng.integers(0, 4, size=(200, 6)).astype(float)  # many ties
+    for row, got in zip(u, ranked_below(u), strict=True):
+        tiers = [[p for p in range(6) if row[p] == v] for v in sorted(set(row.tolist()), reverse=True)]
+        assert tuple(got.tolist()) == RankJudgment.from_order(tiers, 6).scores
