@@ -14,13 +14,17 @@ Three studies, one MLflow store (``results/mlflow.db`` unless ``--uri``):
    marked on it.
 
 The grid, fixed before any run from the recorded statistics (``results/judges/persistence.md``):
-the base judge is the GPT-4 persistent fit (its grid, cutpoints, point noise, position bias and
-latent scale); the *persistent share* s = persistent_sd² / (persistent_sd² + pair_noise²) moves
-with the per-response error variance held at the fit's total, so only how much of the error
-repeats changes (fitted: GPT-4 0.66, ChatGPT 0.48); β (latent units per SD of the surface feature)
-spans no surface error, about the fits' values (GPT-4 0.50; ChatGPT 1.02 on its own scale, 1.8 in
-GPT-4's latent units) and beyond. Four arms (pointwise, anchor, seeded single-elim,
-round-robin), 10 seeds, 200 steps, eval every 20.
+the base judge is the GPT-4 persistent fit (its grid, cutpoints, position bias and latent scale).
+The *persistent share* r is the part of a comparison's error variance that repeats, r =
+2 persistent_sd² / (pair_noise² + 2 persistent_sd²) (a comparison's difference carries both
+responses' persistent draws). A cell holds each call's error variance at the base fit's: a
+comparison's, pair_noise² + 2 persistent_sd², and a score's, point_noise² + persistent_sd²; only
+how much of it repeats changes (fitted: GPT-4 0.82, ChatGPT 0.65). β (latent units per SD of the
+surface feature) spans no surface error, about the fits' values (GPT-4 0.49; ChatGPT 1.02 on its
+own scale, 1.84 in GPT-4's latent units) and beyond. Four arms (pointwise, anchor, seeded
+single-elim, round-robin), 10 seeds, 200 steps, eval every 20. (A first grid, 2026-12-05, held
+persistent_sd² + pair_noise² fixed instead, so its comparison error grew along the share axis;
+replaced by this one, its cells ``phase_s*`` left in the store.)
 
     python experiments/persistence_study.py phase            # the grid's sweeps (~30 min, 2 idle cores)
     python experiments/persistence_study.py report --out results/judges
@@ -74,26 +78,37 @@ def judge_conf(name: str) -> dict:
     return yaml.safe_load((ROOT / "conf" / "judge" / f"{name}.yaml").read_text())
 
 
+def comparison_share(c: dict) -> float:
+    """The part of a comparison's error variance that repeats: 2 psd² / (pair² + 2 psd²)."""
+    rep = 2.0 * c["persistent_sd"] ** 2
+    return rep / (c["pair_noise"] ** 2 + rep)
+
+
 def cell_overrides(share: float, beta: float, base: dict) -> dict[str, float]:
-    """The base judge with persistent share ``share`` at its fitted total pairwise error variance."""
-    total = base["persistent_sd"] ** 2 + base["pair_noise"] ** 2
+    """The base judge with comparison-level persistent share ``share``, every call's error
+    variance (a comparison's, pair² + 2 psd²; a score's, point² + psd²) held at the base's."""
+    pair_total = base["pair_noise"] ** 2 + 2.0 * base["persistent_sd"] ** 2
+    point_total = base["point_noise"] ** 2 + base["persistent_sd"] ** 2
+    psd2 = share * pair_total / 2.0
+    if psd2 > point_total:
+        raise ValueError(f"share {share:g}: the persistent variance exceeds a score's error variance")
     return {
-        "persistent_sd": round(math.sqrt(share * total), 6),
-        "pair_noise": round(math.sqrt((1.0 - share) * total), 6),
+        "persistent_sd": round(math.sqrt(psd2), 6),
+        "pair_noise": round(math.sqrt((1.0 - share) * pair_total), 6),
+        "point_noise": round(math.sqrt(point_total - psd2), 6),
         "surface_beta": beta,
     }
 
 
 def cell_name(share: float, beta: float) -> str:
-    return f"phase_s{share:g}_b{beta:g}"
+    return f"phase_r{share:g}_b{beta:g}"
 
 
 def judge_point(name: str, base: dict) -> tuple[float, float]:
-    """A fitted judge's (persistent share, β) in the base judge's latent units (β × its latent
-    scale / the base's: the same surface effect on the true-quality scale)."""
+    """A fitted judge's (comparison-level persistent share, β) in the base judge's latent units
+    (β × its latent scale / the base's: the same surface effect on the true-quality scale)."""
     c = judge_conf(name)
-    share = c["persistent_sd"] ** 2 / (c["persistent_sd"] ** 2 + c["pair_noise"] ** 2)
-    return share, c["surface_beta"] * c["quality_scale"] / base["quality_scale"]
+    return comparison_share(c), c["surface_beta"] * c["quality_scale"] / base["quality_scale"]
 
 
 def run_phase(uri: str, seeds: str, python: str) -> None:
@@ -326,7 +341,7 @@ def phase_section(uri: str, out: Path, runs: list) -> tuple[list[str], list[dict
     marks = {j: judge_point(j, base) for j in PERSISTENT}
     _phase_figure(df, marks, out / "persistence_phase.png")
     lines = [
-        "| persistent share | β (latent / SD) | pointwise final | "
+        "| persistent share r | β (latent / SD) | pointwise final | "
         + " | ".join(f"Δ {a}" for a in PHASE_ARMS[1:])
         + " | judge calls / run (" + ", ".join(PHASE_ARMS) + ") |",
         "|---|---|---|" + "---|" * len(PHASE_ARMS),
@@ -343,7 +358,7 @@ def phase_section(uri: str, out: Path, runs: list) -> tuple[list[str], list[dict
         lines.append(
             f"| {share:g} | {beta:g} | {fmt(g['pointwise'].iloc[0])} | " + " | ".join(cells) + f" | {calls} |"
         )
-    lines += ["", "Fitted judges on this map (share, β in the base's latent units): "
+    lines += ["", "Fitted judges on this map (r, β in the base's latent units): "
               + "; ".join(f"{LABELS[j]} ({s:.2f}, {b:.2f})" for j, (s, b) in marks.items()), "",
               "![phase diagram](persistence_phase.png)", ""]  # fmt: skip
     return lines, rows
@@ -375,7 +390,7 @@ def _phase_figure(df: pd.DataFrame, marks: dict, path: Path) -> None:
                 LABELS[j].split(",")[0], (x, y), textcoords="offset points", xytext=(9, -13), fontsize=8
             )
         ax.set_title(f"{arm} − pointwise")
-        ax.set_xlabel("persistent share of the pairwise error (fraction)")
+        ax.set_xlabel("repeating share of a comparison's error (fraction)")
         ax.set_ylabel("surface coefficient β (latent units per SD)")
     fig.colorbar(im, ax=axes, label="Δ final true quality vs pointwise (10 seeds, paired)")
     fig.suptitle(
@@ -388,19 +403,6 @@ def _phase_figure(df: pd.DataFrame, marks: dict, path: Path) -> None:
 
 GRID_TEXT = "The grid, fixed before any run " + " ".join(
     __doc__.split("The grid, fixed before any run")[1].split("    python")[0].split()
-)
-
-
-# found after the grid ran (2026-12-06), stated rather than hidden: what the grid holds fixed
-GRID_CAVEAT = (
-    "**Caveat: the share axis does not hold a comparison's error fixed.** A cell keeps persistent_sd² + "
-    "pair_noise² at the base fit's value, but pair_noise is the SD of a comparison's *difference* while "
-    "the persistent draw enters both responses of it: a comparison's error variance is pair_noise² + "
-    "2 persistent_sd², i.e. (1 + s) times the share-0 cell's. So along the share axis the comparison "
-    "noise also grows (SD × 1.22 at s = 0.5, × 1.38 at s = 0.9), and the part of a comparison's error "
-    "that repeats is 2s / (1 + s) (0.67 at s = 0.5), not s. The gain's fall from s = 0 to 0.5 mixes "
-    "persistence with that extra noise; the hard task's `chatgpt_share0` control above holds the "
-    "comparison's error fixed. Rerunning the grid at fixed comparison error is open."
 )
 
 
@@ -460,8 +462,6 @@ def report(uri: str, out: Path) -> None:
         "## Phase diagram (task=hackable)",
         "",
         GRID_TEXT,
-        "",
-        GRID_CAVEAT,
         "",
         *ph,
     ]
