@@ -205,7 +205,9 @@ def complete_seeds(
 
 def sweep_command(experiment: str, runs: pd.DataFrame) -> str:
     """The sweep command that reproduces ``runs``: ``-m experiment=NAME`` plus every override whose
-    values across the runs differ from the experiment file's own sweep (e.g. a reward subset)."""
+    values across the runs differ from the experiment file's own sweep (e.g. a reward subset).
+    Where the runs were stored (``tracking.uri``) is not part of what reproduces them: it is left
+    out, so a page does not show the regenerating machine's store path."""
     import yaml
 
     design = split_judge(experiment)[0]
@@ -216,7 +218,7 @@ def sweep_command(experiment: str, runs: pd.DataFrame) -> str:
     for o in runs.get("overrides", pd.Series(dtype=str)).dropna():
         for tok in str(o).split():
             k, _, v = tok.partition("=")
-            if k in ("progress", "experiment") or k.startswith("hydra"):
+            if k in ("progress", "experiment", "tracking.uri") or k.startswith("hydra"):
                 continue
             seen.setdefault(k, [])
             if v not in seen[k]:
