@@ -7,7 +7,7 @@ VERL_PY   := $(VERL_VENV)/bin/python
 # CPU install path: pins the CPU torch wheel (an unpinned torch pulls a multi-GB CUDA build).
 PIP_INSTALL := $(PY) -m pip install -c constraints/cpu.txt
 
-.PHONY: demo experiments tables persistence report test test-fast test-verl bench-quick bench-sweep lint fidelity fidelity-integer anchor-bias order bench soak vllm clean judges judges-fidelity notebooks trl trl-learning
+.PHONY: demo experiments tables persistence report test test-fast test-verl bench-quick bench-sweep bench-judge lint fidelity fidelity-integer anchor-bias order bench soak vllm clean judges judges-fidelity notebooks trl trl-learning
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -72,7 +72,7 @@ tables: $(VENV)/.base  ## regenerate every published sweep (10 seeds) + per-judg
 	$(PY) experiments/judge_table.py --out results/judges
 	$(PY) experiments/persistence_study.py report --out results/judges
 
-persistence: $(VENV)/.base  ## issue 39: the phase diagram's grid on task=hackable (9 cells x 4 arms x 10 seeds, ~15 min on 2 idle cores) + the persistence report (table2 and hacking under the persistent fits come from `make tables`) -> results/judges/persistence_train.md
+persistence: $(VENV)/.base  ## issue 39: the phase diagram's grid on task=hackable (9 cells x 4 arms x 10 seeds, ~20 min on 2 idle cores: measured 20 min, 2026-12-06) + the persistence report (table2 and hacking under the persistent fits come from `make tables`) -> results/judges/persistence_train.md
 	$(PY) experiments/persistence_study.py phase
 	$(PY) experiments/persistence_study.py report --out results/judges
 
@@ -107,6 +107,9 @@ soak: $(VENV)/.base  ## issue 29: 500 local-trainer steps against the served tes
 
 bench-sweep: $(VENV)/.base  ## issue 28: the full table2 sweep on a843f22 vs this tree (wall, CPU, RSS, every run's numerics) -> results/bench/sweep.* (~16 min on 2 cores)
 	$(PY) benchmarks/sweep_speed.py --out results/bench
+
+bench-judge: $(VENV)/.base  ## issue 39: the 10-seed table2 sweep (the persistent stages' 8 arms) under gpt4_llmbar vs gpt4_llmbar_persistent (wall, CPU, ratio; goal <= 5 min) -> results/bench/judge_sweep.* (~8 min on 2 idle cores: measured 3.9 + 4.0 min)
+	$(PY) benchmarks/judge_sweep_speed.py --out results/bench
 
 bench-quick: $(VENV)/.base  ## smoke run of every benchmark part (~20 s; not results)
 	$(PY) benchmarks/run_all.py --quick --out /tmp/arenabench-bench-quick

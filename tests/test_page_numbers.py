@@ -139,6 +139,19 @@ def persist(file: str, col: str, **where) -> Callable[[], float]:
     return get
 
 
+def comparison_share(judge: str) -> Callable[[], float]:
+    """The part of a comparison's error that repeats in a preset (conf/judge/<judge>.yaml):
+    2 persistent_sd² / (pair_noise² + 2 persistent_sd²)."""
+
+    def get() -> float:
+        import yaml
+
+        c = yaml.safe_load((ROOT / "conf" / "judge" / f"{judge}.yaml").read_text())
+        return 2 * c["persistent_sd"] ** 2 / (c["pair_noise"] ** 2 + 2 * c["persistent_sd"] ** 2)
+
+    return get
+
+
 D3 = ("d_pointwise", "d_pointwise_lo", "d_pointwise_hi")
 
 
@@ -432,8 +445,10 @@ QUOTES = [
     ),
     Quote(
         "README.md",
-        "gain vanishes once half the error persists ({} at share 0, {} at 0.5, β = 0:",
-        [persist("phase", "d", share=x, beta=0.0, arm="seeded_single_elim") for x in (0.0, 0.5)],
+        "the gain shrinks as more of that error repeats (seeded single-elim {} at repeating share 0, {} at "
+        "0.5, {} at 0.9, β = 0; GPT-4's fit sits at {}:",
+        [persist("phase", "d", share=x, beta=0.0, arm="seeded_single_elim") for x in (0.0, 0.5, 0.9)]
+        + [comparison_share("gpt4_llmbar_persistent")],
     ),
     Quote(
         "README.md",

@@ -27,11 +27,12 @@ simulator quality ``q`` (``meta["quality"]``) sits at ``z = (q − quality_loc) 
   ``surface_feature`` (default ``"length"``) in standardized units, read from
   ``traj.meta["surface"]`` (a float, or a mapping from feature name to float; absent: 0). The
   fitted presets' ``s_r`` for length is ``(log(characters) − mean) / sd`` with the mean and SD
-  of the recorded responses in ``provenance.surface``. *Persistent share* (as the fits and the
-  phase diagram report it) ``s = persistent_sd² / (persistent_sd² + pair_noise²)``: the persistent
-  variance per response against ``pair_noise²``, which is the variance of a comparison's
-  *difference*. A comparison's own error, ``e + persistent_sd · (ε_A − ε_B)``, has variance
-  ``pair_noise² + 2 persistent_sd²``, of which the part that repeats is ``2s / (1 + s)``.
+  of the recorded responses in ``provenance.surface``. *Persistent share* (as the fits report
+  it) ``s = persistent_sd² / (persistent_sd² + pair_noise²)``: the persistent variance per
+  response against ``pair_noise²``, which is the variance of a comparison's *difference*. A
+  comparison's own error, ``e + persistent_sd · (ε_A − ε_B)``, has variance
+  ``pair_noise² + 2 persistent_sd²``, of which the part that repeats is ``r = 2s / (1 + s)``
+  (the share the phase diagram, ``experiments/persistence_study.py``, moves).
 
 * **listwise** (``rank_lists``; issue 41): the simulated judge's Plackett–Luce model
   (:class:`arenabench.judges.simulated.ListwiseModel`, ``simulated.py``'s module docstring,
