@@ -13,6 +13,9 @@ FITTED=${FITTED:-"gpt4_llmbar chatgpt_llmbar gpt4turbo_mtbench"}
 # fitted judges with persistent and surface (length) error (issue 39; conf/judge/*_persistent.yaml)
 PERSISTENT=${PERSISTENT:-"gpt4_llmbar_persistent chatgpt_llmbar_persistent"}
 JUDGE_ARMS=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss,pointwise_rank,pointwise_budget
+# under the persistent fits and their controls also the judges of more than two (issue 41's arms):
+# one listwise call or a k-wise knockout sees a response's persistent error as a pair does
+PERSIST_ARMS=$JUDGE_ARMS,listwise,kwise_knockout
 # group_size per judge: seeds 0-9 like every published table (GS_JUDGE_SEEDS=0,1,2,3,4: ~10 min less)
 GS_JUDGE_SEEDS=${GS_JUDGE_SEEDS:-0,1,2,3,4,5,6,7,8,9}
 # the sweep dir's last part: a new name reruns a stage as a new sweep (the report reads the latest),
@@ -40,25 +43,27 @@ for stage in $STAGES; do
       done ;;
     persistent_table2)  # issue 39: do the tournaments' gains and their order survive persistent error?
       for j in $PERSISTENT; do
-        train "table2_$j" experiment=table2 judge="$j" name="table2_$j" reward="$JUDGE_ARMS"
+        train "table2_$j" experiment=table2 judge="$j" name="table2_$j" reward="$PERSIST_ARMS"
       done ;;
     persistent_table2_hard)
       for j in $PERSISTENT; do
-        train "table2_hard_$j" experiment=table2_hard judge="$j" name="table2_hard_$j" reward="$JUDGE_ARMS"
+        train "table2_hard_$j" experiment=table2_hard judge="$j" name="table2_hard_$j" reward="$PERSIST_ARMS"
       done ;;
     fresh_table2_hard)  # the control for persistent_table2_hard: the same judges fitted without the
       # persistent and length terms (conf/judge/<name>.yaml), so a difference is the persistence's
       for j in $PERSISTENT; do
         f=${j%_persistent}
-        train "table2_hard_$f" experiment=table2_hard judge="$f" name="table2_hard_$f" reward="$JUDGE_ARMS"
+        train "table2_hard_$f" experiment=table2_hard judge="$f" name="table2_hard_$f" reward="$PERSIST_ARMS"
       done ;;
     share0_table2_hard)  # persistence alone: ChatGPT's persistent fit with its error made fresh at the
-      # same per-comparison error SD, sqrt(pair_noise^2 + 2 persistent_sd^2) = sqrt(0.664861^2 +
-      # 2 * 0.640708^2) (a comparison's difference carries both responses' persistent draws), its
-      # position bias, point noise and grid unchanged
+      # same error per call: a comparison's SD sqrt(pair_noise^2 + 2 persistent_sd^2) = sqrt(0.664861^2
+      # + 2 * 0.640708^2) (its difference carries both responses' persistent draws; the listwise
+      # noise follows pair_noise), a score's sqrt(point_noise^2 + persistent_sd^2) = sqrt(0.695549^2
+      # + 0.640708^2); its position bias and grid unchanged
       train "table2_hard_chatgpt_share0" experiment=table2_hard judge=chatgpt_llmbar_persistent \
         name=table2_hard_chatgpt_share0 judge.persistent_sd=0.0 judge.pair_noise=1.123857 \
-        reward=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss ;;
+        judge.point_noise=0.945672 \
+        reward=pointwise,anchor,round_robin,seeded_single_elim,double_elim,swiss,listwise,kwise_knockout ;;
     hacking)  # issue 39: task=hackable under each judge's fitted length coefficient
       for j in $PERSISTENT; do
         train "hacking_$j" experiment=hacking judge="$j" name="hacking_$j"
