@@ -68,9 +68,10 @@ LABELS = {
 # persistent and length terms; stage fresh_table2_hard), judge by judge
 # and, since the ChatGPT twins differ in more than persistence (the persistent fit's per-comparison
 # error and position bias are larger), the persistent fit itself with its error made fresh at the
-# same per-comparison error (persistent_sd 0, pair_noise = √(pair_noise² + 2 persistent_sd²): a
-# comparison's difference carries both responses' persistent draws; stage share0_table2_hard): the
-# difference to the persistent fit is persistence alone
+# same error per call (persistent_sd 0, pair_noise = √(pair_noise² + 2 persistent_sd²): a
+# comparison's difference carries both responses' persistent draws; point_noise =
+# √(point_noise² + persistent_sd²); stage share0_table2_hard): the difference to the persistent fit
+# is persistence alone
 HARD_JUDGES = tuple(x for j in PERSISTENT for x in (j.removesuffix("_persistent"), j)) + ("chatgpt_share0",)
 STAGE = {"table2": "persistent_table2", "table2_hard": "persistent_table2_hard"}
 
@@ -505,9 +506,10 @@ def report(uri: str, out: Path) -> None:
         "persistence: refitted jointly, ChatGPT's persistent fit has a larger per-comparison error "
         "(pair noise 0.665 and persistent SD 0.641 vs 0.127) and position bias (0.518 vs 0.095); GPT-4's "
         "differ less (0.400 and 0.611 vs 0.467; 0.068 vs 0.088). So the last table isolates persistence: "
-        "ChatGPT's persistent fit with its error made fresh at the same per-comparison error SD "
-        "(persistent_sd 0, pair_noise 1.124 = √(0.665² + 2 × 0.641²): a comparison's difference carries "
-        "both responses' persistent draws; stage `share0_table2_hard`, six arms).",
+        "ChatGPT's persistent fit with its error made fresh at the same error per call (persistent_sd 0; "
+        "pair_noise 1.124 = √(0.665² + 2 × 0.641²): a comparison's difference carries both responses' "
+        "persistent draws, and the listwise noise follows pair_noise; point_noise 0.946 = √(0.696² + "
+        "0.641²); stage `share0_table2_hard`).",
         "",
         *t2h,
         *c2h,
