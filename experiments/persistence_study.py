@@ -54,7 +54,6 @@ BASE_JUDGE = "gpt4_llmbar_persistent"
 SHARES = (0.0, 0.5, 0.9)
 BETAS = (0.0, 1.0, 2.0)
 PHASE_ARMS = ("pointwise", "anchor", "seeded_single_elim", "round_robin")
-TOPOLOGIES = ("anchor", "seeded_single_elim", "round_robin", "double_elim", "swiss")
 BY = "reward"
 PRIMARY = "eval_sampled_quality"
 LABELS = {
@@ -147,6 +146,23 @@ def _values(
     return v
 
 
+def _tokens(experiment: str, uri: str) -> dict[str, float]:
+    """Per arm, the mean over seeds of a run's judge tokens (prefill + decode; {} if not logged).
+    An arm whose runs asked the judge but billed nothing ran before the simulators billed
+    pointwise prompts (issue 41): its tokens were not counted, so NaN, not 0."""
+    parts = [_values(experiment, uri, f"judge_{k}_tokens_total") for k in ("prompt", "completion")]
+    calls = _values(experiment, uri)
+    if any(x is None for x in parts) or calls is None:
+        return {}
+    total = parts[0].groupby("arm")["final"].mean() + parts[1].groupby("arm")["final"].mean()
+    asked = calls.groupby("arm")["judge_calls"].mean() > 0
+    return {a: (math.nan if t == 0 and asked.get(a, False) else t) for a, t in total.items()}
+
+
+def _millions(x: float) -> str:
+    return "not counted" if math.isnan(x) else f"{x / 1e6:.2f}"
+
+
 def _paired(v: pd.DataFrame, arm: str, base: str, col: str = "final") -> dict:
     a = v[v.arm == arm].set_index("seed")[col]
     b = v[v.arm == base].set_index("seed")[col]
@@ -174,29 +190,36 @@ def table2_section(uri: str, design: str, runs: list, judges=PERSISTENT) -> tupl
             lines += [f"- `{exp}`: not in the store (run `STAGES={stage} make tables`).", ""]
             continue
         calls = v.groupby("arm")["judge_calls"].mean()
+        tokens = _tokens(exp, uri)
         n_seeds = v.groupby("arm")["seed"].nunique()
         lines += [
             f"### {LABELS[j]} — `{exp}` ({len(v)} runs, "
             f"{int(n_seeds.min())}–{int(n_seeds.max())} seeds per arm)",
             "",
             "| arm | final true quality | Δ vs pointwise (final) | Δ vs pointwise (AUC) "
-            "| Δ vs anchor (final) | judge calls / run |",
-            "|---|---|---|---|---|---|",
+            "| Δ vs anchor (final) | judge calls / run | judge tokens / run (M) |",
+            "|---|---|---|---|---|---|---|",
         ]  # fmt: skip
         for arm in sorted(v.arm.unique(), key=lambda a: (a != "pointwise", a)):
             ti = stats.t_interval(v[v.arm == arm]["final"].to_numpy())
             dp = _paired(v, arm, "pointwise") if arm != "pointwise" else None
             da = _paired(v, arm, "pointwise", "auc") if arm != "pointwise" else None
-            dn = _paired(v, arm, "anchor") if arm in TOPOLOGIES and arm != "anchor" else None
+            dn = (
+                _paired(v, arm, "anchor")
+                if arm not in ("pointwise", "anchor") and "anchor" in set(v.arm)
+                else None
+            )
             row = {"experiment": exp, "judge": j, "arm": arm, "final": ti["mean"], "final_lo": ti["lo"],
-                   "final_hi": ti["hi"], "judge_calls": calls[arm]}  # fmt: skip
+                   "final_hi": ti["hi"], "judge_calls": calls[arm],
+                   "judge_tokens": tokens.get(arm, math.nan)}  # fmt: skip
             for key, d in (("d_pointwise", dp), ("d_pointwise_auc", da), ("d_anchor", dn)):
                 if d is not None:
                     row |= {key: d["mean"], f"{key}_lo": d["lo"], f"{key}_hi": d["hi"], f"{key}_p": d["p"]}
             rows.append(row)
             lines.append(
                 f"| {arm} | {fmt(ti['mean'], ti['lo'], ti['hi'])} | {_cell(dp) if dp else '—'} | "
-                f"{_cell(da) if da else '—'} | {_cell(dn) if dn else '—'} | {calls[arm]:.0f} |"
+                f"{_cell(da) if da else '—'} | {_cell(dn) if dn else '—'} | {calls[arm]:.0f} | "
+                f"{_millions(tokens.get(arm, math.nan))} |"
             )
         lines.append("")
     return lines, rows
@@ -491,7 +514,11 @@ def report(uri: str, out: Path) -> None:
         "run. "
         "Judges: `conf/judge/*_persistent.yaml` (fits in [persistence.md](persistence.md)). One row per run "
         "(experiment, arm, seed, run id, final, AUC, judge calls, start checkpoint `init_sha256`): "
-        "`persistence_runs.csv`.",
+        "`persistence_runs.csv`. *Judge tokens / run (M)*: the prefill + decode tokens the fitted judge "
+        "bills per run, in millions (the prompts an LLM judge would be sent under `tiny-bpe`, "
+        "[docs/tokens.md](../../docs/tokens.md)); the fair budget between a listwise call and a pair's. "
+        "*not counted*: the arm's runs predate the simulators' billing of pointwise prompts (issue 41); "
+        "its calls are shown, its tokens were not counted.",
         "",
         *speed_line(),
         "## table2 (task=preference, init=sft)",

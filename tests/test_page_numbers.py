@@ -152,6 +152,10 @@ def comparison_share(judge: str) -> Callable[[], float]:
     return get
 
 
+def millions(get: Callable[[], float]) -> Callable[[], float]:
+    return lambda: get() / 1e6
+
+
 D3 = ("d_pointwise", "d_pointwise_lo", "d_pointwise_hi")
 
 
@@ -408,7 +412,7 @@ QUOTES = [
         "README.md",
         "under ChatGPT's persistent fit the gains fall (anchor {}, round-robin {}) and round-robin, seeded "
         "single-elim and Swiss beat anchor by {} … {}; the same fit with its error made fresh at equal "
-        "per-comparison noise gains {} … {} and seeded single-elim and Swiss sit within {} and {} of anchor:",
+        "noise per call gains {} … {} and seeded single-elim and Swiss sit within {} and {} of anchor:",
         [PT2H("chatgpt_llmbar_persistent", a, "d_pointwise") for a in ("anchor", "round_robin")]
         + [
             over(
@@ -422,6 +426,21 @@ QUOTES = [
             for how in ("min", "max")
         ]
         + [PT2H("chatgpt_share0", a, "d_anchor") for a in ("seeded_single_elim", "swiss")],
+    ),
+    Quote(
+        "README.md",
+        "One listwise call per group loses less to persistence ({} → {}; anchor {} → {}): at {} M judge "
+        "tokens per run it is level with anchor at {} M (paired {} [{}, {}]).",
+        [
+            PT2H(j, a, "d_pointwise")
+            for a in ("listwise", "anchor")
+            for j in ("chatgpt_share0", "chatgpt_llmbar_persistent")
+        ]
+        + [millions(PT2H("chatgpt_llmbar_persistent", a, "judge_tokens")) for a in ("listwise", "anchor")]
+        + [
+            PT2H("chatgpt_llmbar_persistent", "listwise", c)
+            for c in ("d_anchor", "d_anchor_lo", "d_anchor_hi")
+        ],
     ),
     Quote(
         "README.md",
