@@ -63,9 +63,9 @@ experiments: $(VENV)/.base  ## the other warm-start sweeps: table2_hard, group_s
 # Every published training table, regenerated once (issues 25, 26): the warm-start sweeps with seeds
 # 0-9, then table2 and group_size under each fitted judge, then the persistence stages (issue 39);
 # reports to results/train/, the judge x constructor table to results/judges/train.md and the
-# persistence report (~170 min on 2 cores shared with other work, 2026-12-06: the nine original
+# persistence report (~185 min on 2 cores shared with other work, 2026-12-06: the nine original
 # stages measured 79 min; the persistence stages about 90 more, of which the three hard-task stages
-# measured 21, 36 and 9 min; STAGES=... a subset)
+# measured 21, 36 and 9 min, and their listwise and k-wise arms about 15 more; STAGES=... a subset)
 tables: $(VENV)/.base  ## regenerate every published sweep (10 seeds) + per-judge reruns -> results/mlflow.db, results/train/, results/judges/train.md
 	PY=$(PY) scripts/regenerate_tables.sh
 	$(PY) experiments/table2_report.py --out results/train

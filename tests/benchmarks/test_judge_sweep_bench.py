@@ -1,8 +1,9 @@
 """benchmarks/judge_sweep_speed.py: it runs the persistent stages' arms (read from the script that
 runs them), and its page states each judge's times and the ratios to the first."""
 
-from benchmarks import judge_sweep_speed as js
 from helpers import ROOT
+
+from benchmarks import judge_sweep_speed as js
 
 
 def test_arms_are_the_persistent_stages():
