@@ -63,7 +63,8 @@ def run(out: Path, judges=JUDGES, seeds: int = 10, steps: int = 200, quick: bool
 
 def report(out: Path, rows: list[dict], arms: str, seeds: int, steps: int, quick: bool, m) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "judge_sweep.json").write_text(json.dumps({"meta": m, "rows": rows}, indent=2) + "\n")
+    meta = {**m, "arms": arms, "seeds": seeds, "steps": steps}
+    (out / "judge_sweep.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     first = rows[0]
     body = [
         f"table2 ({len(arms.split(','))} arms: {arms.replace(',', ', ')}; {seeds} seed(s), {steps} steps) as "

@@ -73,6 +73,7 @@ LABELS = {
 # is persistence alone
 HARD_JUDGES = tuple(x for j in PERSISTENT for x in (j.removesuffix("_persistent"), j)) + ("chatgpt_share0",)
 STAGE = {"table2": "persistent_table2", "table2_hard": "persistent_table2_hard"}
+SHARE0_JUDGE = "chatgpt_llmbar_persistent"  # the judge of the chatgpt_share0 control
 
 
 def judge_conf(name: str) -> dict:
@@ -99,6 +100,15 @@ def cell_overrides(share: float, beta: float, base: dict) -> dict[str, float]:
         "point_noise": round(math.sqrt(point_total - psd2), 6),
         "surface_beta": beta,
     }
+
+
+def share0_overrides() -> dict[str, float]:
+    """The hard task's share-0 control (stage ``share0_table2_hard``): ChatGPT's persistent fit
+    with no error repeating at its own error per call, i.e. its share-0 cell (surface term
+    untouched: task=hard has no surface feature)."""
+    ov = cell_overrides(0.0, 0.0, judge_conf(SHARE0_JUDGE))
+    del ov["surface_beta"]
+    return ov
 
 
 def cell_name(share: float, beta: float) -> str:
@@ -146,17 +156,16 @@ def _values(
     return v
 
 
-def _tokens(experiment: str, uri: str) -> dict[str, float]:
+def _tokens(experiment: str, uri: str, calls: pd.Series) -> dict[str, float]:
     """Per arm, the mean over seeds of a run's judge tokens (prefill + decode; {} if not logged).
-    An arm whose runs asked the judge but billed nothing ran before the simulators billed
-    pointwise prompts (issue 41): its tokens were not counted, so NaN, not 0."""
+    An arm whose runs asked the judge (``calls``: judge calls per run by arm) but billed nothing
+    ran before the simulators billed pointwise prompts (issue 41): its tokens were not counted, so
+    NaN, not 0."""
     parts = [_values(experiment, uri, f"judge_{k}_tokens_total") for k in ("prompt", "completion")]
-    calls = _values(experiment, uri)
-    if any(x is None for x in parts) or calls is None:
+    if any(x is None for x in parts):
         return {}
     total = parts[0].groupby("arm")["final"].mean() + parts[1].groupby("arm")["final"].mean()
-    asked = calls.groupby("arm")["judge_calls"].mean() > 0
-    return {a: (math.nan if t == 0 and asked.get(a, False) else t) for a, t in total.items()}
+    return {a: (math.nan if t == 0 and calls.get(a, 0) > 0 else t) for a, t in total.items()}
 
 
 def _millions(x: float) -> str:
@@ -190,7 +199,7 @@ def table2_section(uri: str, design: str, runs: list, judges=PERSISTENT) -> tupl
             lines += [f"- `{exp}`: not in the store (run `STAGES={stage} make tables`).", ""]
             continue
         calls = v.groupby("arm")["judge_calls"].mean()
-        tokens = _tokens(exp, uri)
+        tokens = _tokens(exp, uri, calls)
         n_seeds = v.groupby("arm")["seed"].nunique()
         lines += [
             f"### {LABELS[j]} — `{exp}` ({len(v)} runs, "
@@ -475,15 +484,17 @@ def speed_line(bench: Path = ROOT / "results" / "bench" / "judge_sweep.json") ->
     """The issue's speed standard, from ``benchmarks/judge_sweep_speed.py``'s last run."""
     if not bench.exists():
         return ["Speed: not measured (run `make bench-judge`).", ""]
-    rows = json.loads(bench.read_text())["rows"]
+    data = json.loads(bench.read_text())
+    rows, meta = data["rows"], data["meta"]
     parts = [
         f"`{r['judge']}` {r['wall_s'] / 60:.2f} min wall ({r['cpu_s'] / 2 / 60:.2f} min CPU / 2 cores, "
         f"load {r['load_before']:.1f} before)"
         for r in rows
     ]
     return [
-        f"Speed ([bench](../bench/judge_sweep.md), `make bench-judge`): the 10-seed table2 sweep "
-        f"({rows[0]['jobs'] // 10} arms) took {' vs '.join(parts)}; goal ≤ 5 min on 2 idle cores.",
+        f"Speed ([bench](../bench/judge_sweep.md), `make bench-judge`): the {meta['seeds']}-seed table2 "
+        f"sweep ({len(meta['arms'].split(','))} arms, {meta['steps']} steps) took {' vs '.join(parts)}; "
+        "goal ≤ 5 min on 2 idle cores.",
         "",
     ]
 
@@ -497,6 +508,7 @@ def report(uri: str, out: Path) -> None:
     c2h, c2h_rows = chain_section(uri, "table2_hard", HARD_JUDGES)
     hk, hk_rows = hacking_section(uri, runs)
     ph, ph_rows = phase_section(uri, out, runs)
+    s0, c0 = share0_overrides(), judge_conf(SHARE0_JUDGE)
     if runs:  # one row per run: experiment, arm, seed, run id, final/AUC, judge calls, start checkpoint
         pd.concat(runs, ignore_index=True).to_csv(out / "persistence_runs.csv", index=False)
     pd.DataFrame(t2_rows + t2h_rows).to_csv(out / "persistence_table2.csv", index=False)
@@ -534,9 +546,10 @@ def report(uri: str, out: Path) -> None:
         "(pair noise 0.665 and persistent SD 0.641 vs 0.127) and position bias (0.518 vs 0.095); GPT-4's "
         "differ less (0.400 and 0.611 vs 0.467; 0.068 vs 0.088). So the last table isolates persistence: "
         "ChatGPT's persistent fit with its error made fresh at the same error per call (persistent_sd 0; "
-        "pair_noise 1.124 = √(0.665² + 2 × 0.641²): a comparison's difference carries both responses' "
-        "persistent draws, and the listwise noise follows pair_noise; point_noise 0.946 = √(0.696² + "
-        "0.641²); stage `share0_table2_hard`).",
+        f"pair_noise {s0['pair_noise']:.3f} = √({c0['pair_noise']:.3f}² + 2 × {c0['persistent_sd']:.3f}²): a "
+        "comparison's difference carries both responses' persistent draws, and the listwise noise "
+        f"follows pair_noise; point_noise {s0['point_noise']:.3f} = √({c0['point_noise']:.3f}² + "
+        f"{c0['persistent_sd']:.3f}²); stage `share0_table2_hard`).",
         "",
         *t2h,
         *c2h,

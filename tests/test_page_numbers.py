@@ -140,14 +140,18 @@ def persist(file: str, col: str, **where) -> Callable[[], float]:
 
 
 def comparison_share(judge: str) -> Callable[[], float]:
-    """The part of a comparison's error that repeats in a preset (conf/judge/<judge>.yaml):
-    2 persistent_sd² / (pair_noise² + 2 persistent_sd²)."""
+    """A preset's mark on the phase diagram: the part of a comparison's error that repeats, as
+    experiments/persistence_study.py computes it from conf/judge/<judge>.yaml (its formula is
+    tested in tests/test_persistence_study.py)."""
 
     def get() -> float:
-        import yaml
+        import importlib.util
 
-        c = yaml.safe_load((ROOT / "conf" / "judge" / f"{judge}.yaml").read_text())
-        return 2 * c["persistent_sd"] ** 2 / (c["pair_noise"] ** 2 + 2 * c["persistent_sd"] ** 2)
+        path = ROOT / "experiments" / "persistence_study.py"
+        spec = importlib.util.spec_from_file_location("persistence_study", path)
+        ps = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(ps)
+        return ps.comparison_share(ps.judge_conf(judge))
 
     return get
 

@@ -2,6 +2,7 @@
 a comparison's error that repeats; every call's error variance stays the base fit's."""
 
 import importlib.util
+import json
 import math
 
 import pytest
@@ -59,3 +60,27 @@ def test_judge_points_in_the_bases_units():
     assert s == pytest.approx(ps.comparison_share(c))
     assert b == pytest.approx(c["surface_beta"] * c["quality_scale"] / BASE["quality_scale"])
     assert math.isclose(ps.judge_point(ps.BASE_JUDGE, BASE)[1], BASE["surface_beta"])
+
+
+def test_the_share0_control_is_chatgpts_share0_cell_and_the_script_runs_it():
+    """stage share0_table2_hard = ChatGPT's persistent fit at r = 0 with each call's error held:
+    the overrides scripts/regenerate_tables.sh passes are the ones the report describes."""
+    c = ps.judge_conf(ps.SHARE0_JUDGE)
+    ov = ps.share0_overrides()
+    assert ov["persistent_sd"] == 0.0 and "surface_beta" not in ov
+    assert ov["pair_noise"] ** 2 == pytest.approx(_pair_var(c), abs=2e-6)
+    assert ov["point_noise"] ** 2 == pytest.approx(_point_var(c), abs=2e-6)
+    script = " ".join((ROOT / "scripts" / "regenerate_tables.sh").read_text().replace("\\\n", " ").split())
+    assert (
+        f"judge={ps.SHARE0_JUDGE} name=table2_hard_chatgpt_share0 judge.persistent_sd={ov['persistent_sd']} "
+        f"judge.pair_noise={ov['pair_noise']} judge.point_noise={ov['point_noise']} "
+    ) in script
+
+
+def test_the_speed_line_reads_the_benchmarks_json(tmp_path):
+    row = {"jobs": 80, "wall_s": 240.0, "cpu_s": 480.0, "load_before": 0.5}
+    meta = {"arms": "pointwise,anchor", "seeds": 10, "steps": 200}
+    (tmp_path / "b.json").write_text(json.dumps({"meta": meta, "rows": [{"judge": "j", **row}]}))
+    line = ps.speed_line(tmp_path / "b.json")[0]
+    assert "the 10-seed table2 sweep (2 arms, 200 steps) took `j` 4.00 min wall (4.00 min CPU / 2" in line
+    assert ps.speed_line(tmp_path / "missing.json")[0].startswith("Speed: not measured")
